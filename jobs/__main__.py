@@ -1,0 +1,7 @@
+"""`python -m jobs …`: the command line."""
+
+from __future__ import annotations
+
+from jobs.cli import main
+
+raise SystemExit(main())

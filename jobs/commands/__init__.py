@@ -1,0 +1,1 @@
+"""Thin command-line entrypoints, one module per job (see `jobs.cli`)."""

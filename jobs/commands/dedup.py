@@ -1,0 +1,49 @@
+"""`python -m jobs dedup`: deduplicate a batch of enriched events."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from jobs.cli import add_run_options, run_spark_job
+from jobs.config import SYNTHETIC_STRATEGIES, JobConfig
+
+SYNTHETIC_HELP = (
+    "what to do with synthetic duplicates (same event_id, different fingerprint): "
+    "reid = every copy gets a new event_id (UUIDv5 of id and fingerprint) and a `duplicate` context; "
+    "quarantine = all copies go to quarantine/; keep-first = keep the earliest; keep-last = keep the latest "
+    "collector_tstamp; drop = remove all copies (written to duplicates/ and counted); off = keep all as they are. "
+    "Default: the config's dedup.synthetic (reid)"
+)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "dedup",
+        help="deduplicate a batch of enriched events",
+        description="Deduplicate a batch of Snowplow enriched events (131-field TSV). Writes OUT/run=ID/ with "
+        "good/, duplicates/reason=…/, quarantine/, bad/, summary.json and, last, _SUCCESS.",
+    )
+    parser.add_argument("--input", required=True, metavar="IN", help="a file or folder of enriched TSV, plain or .gz")
+    parser.add_argument("--output", required=True, metavar="OUT", help="the output folder; the run writes OUT/run=ID/")
+    add_run_options(parser)
+    parser.add_argument("--synthetic", choices=SYNTHETIC_STRATEGIES, metavar="STRATEGY", help=SYNTHETIC_HELP)
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from jobs.dedup import job
+    from jobs.summary import render
+
+    def configure(config: JobConfig) -> JobConfig:
+        if args.synthetic is None:
+            return config
+        return dataclasses.replace(config, dedup=dataclasses.replace(config.dedup, synthetic=args.synthetic))
+
+    return run_spark_job(
+        args,
+        lambda spark, config, run_id, progress: job.run(spark, config, args.input, args.output, run_id, progress),
+        render,
+        configure,
+    )

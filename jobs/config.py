@@ -1,0 +1,157 @@
+"""The jobs' configuration: typed, validated, loaded from one JSON file (`--config FILE`).
+
+Every key has a default here, so a file holds only what differs; `configs/README.md` documents each key.
+An unknown key or a value of the wrong type or range is an `InvalidConfigError` that names the key,
+what was given and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+from jobs.enriched.fields import DEFAULT_FINGERPRINT_FIELDS, FIELD_INDEX
+from jobs.errors import InvalidConfigError
+
+SyntheticStrategy = Literal["reid", "quarantine", "keep-first", "keep-last", "drop", "off"]
+SYNTHETIC_STRATEGIES: tuple[str, ...] = get_args(SyntheticStrategy)
+Compression = Literal["none", "gzip"]
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    """How the dedup job decides which copies to keep."""
+
+    synthetic: SyntheticStrategy = "reid"
+    """What to do with events that share an event_id but not a fingerprint."""
+    fingerprint_fields: tuple[str, ...] = DEFAULT_FINGERPRINT_FIELDS
+    """Fields hashed into a fingerprint when an event has no event_fingerprint."""
+
+    def __post_init__(self) -> None:
+        unknown = [name for name in self.fingerprint_fields if name not in FIELD_INDEX]
+        if unknown:
+            raise InvalidConfigError(
+                f"dedup.fingerprint_fields: {unknown} are not enriched-event fields; "
+                "allowed: the field names of shared/reference/notes/enriched-event-fields.tsv"
+            )
+        if not self.fingerprint_fields:
+            raise InvalidConfigError("dedup.fingerprint_fields: given an empty list; allowed: one field or more")
+        if "event_id" in self.fingerprint_fields or "event_fingerprint" in self.fingerprint_fields:
+            raise InvalidConfigError(
+                "dedup.fingerprint_fields: event_id and event_fingerprint cannot be part of the fingerprint"
+            )
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """How output files are written."""
+
+    compression: Compression = "none"
+    """Compression of the text outputs (good, duplicates, quarantine, bad)."""
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    """The Spark session, when the job starts it (locally). Under spark-submit the submit settings win."""
+
+    master: str = "local[*]"
+    """Spark master used when none is set by spark-submit."""
+    conf: dict[str, str] = field(default_factory=dict)
+    """Extra Spark settings, e.g. {"spark.driver.memory": "4g"}."""
+
+    def __post_init__(self) -> None:
+        bad = [key for key in self.conf if not key.startswith("spark.")]
+        if bad:
+            raise InvalidConfigError(f"spark.conf: keys {bad} are not Spark settings; allowed: keys starting 'spark.'")
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """All settings of the jobs."""
+
+    dedup: DedupConfig = field(default_factory=DedupConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+
+
+def load_config(path: str | Path | None) -> JobConfig:
+    """Load and validate a job config file; `None` gives the built-in defaults.
+
+    Raises:
+        InvalidConfigError: the file is missing, is not JSON, or holds an unknown key or a bad value.
+    """
+    if path is None:
+        return JobConfig()
+    source = Path(path)
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidConfigError(f"config file {source} does not exist") from None
+    except json.JSONDecodeError as err:
+        raise InvalidConfigError(f"config file {source} is not valid JSON: {err}") from None
+    try:
+        return config_from_dict(JobConfig, data)
+    except InvalidConfigError as err:
+        raise InvalidConfigError(f"{source}: {err}") from None
+
+
+T = typing.TypeVar("T")
+
+
+def config_from_dict(cls: type[T], data: Any, where: str = "") -> T:
+    """Build the dataclass `cls` from parsed JSON, checking every key and value against its type hints."""
+    if not isinstance(data, dict):
+        raise InvalidConfigError(f"{where or 'the config'}: expected an object, given {json.dumps(data)}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise InvalidConfigError(
+            f"unknown key {_join(where, unknown[0])!r}; allowed keys{' in ' + where if where else ''}: "
+            + ", ".join(sorted(fields))
+        )
+    values = {name: _convert(hints[name], value, _join(where, name)) for name, value in data.items()}
+    return cls(**values)
+
+
+def _join(where: str, name: str) -> str:
+    return f"{where}.{name}" if where else name
+
+
+def _convert(hint: Any, value: Any, where: str) -> Any:
+    origin = get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return config_from_dict(hint, value, where)  # type: ignore[type-var]
+    if origin is Literal:
+        allowed = get_args(hint)
+        if value not in allowed:
+            raise InvalidConfigError(f"{where}: given {json.dumps(value)}; allowed: {', '.join(allowed)}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise InvalidConfigError(f"{where}: given {json.dumps(value)}; allowed: a list")
+        (item_hint, _) = get_args(hint)
+        return tuple(_convert(item_hint, item, f"{where}[{i}]") for i, item in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise InvalidConfigError(f"{where}: given {json.dumps(value)}; allowed: an object")
+        (_, value_hint) = get_args(hint)
+        return {key: _convert(value_hint, item, f"{where}.{key}") for key, item in value.items()}
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in get_args(hint):
+            return None
+        (inner,) = [arg for arg in get_args(hint) if arg is not type(None)]
+        return _convert(inner, value, where)
+    # bool is a subclass of int: check it explicitly so `true` is no number and `1` no boolean.
+    if hint is bool and isinstance(value, bool):
+        return value
+    if hint is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if hint is str and isinstance(value, str):
+        return value
+    raise InvalidConfigError(f"{where}: given {json.dumps(value)}; allowed: a {getattr(hint, '__name__', hint)}")

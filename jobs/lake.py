@@ -1,0 +1,103 @@
+"""I/O at the edges: reading input lines and writing a run's folder.
+
+Paths go through Hadoop's FileSystem in the Spark JVM, so the same code serves local folders and `s3://`
+prefixes on EMR. A run folder is complete only when `_SUCCESS` is in it; it is written last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+from urllib.parse import urlparse
+
+from pyspark.sql import DataFrame, SparkSession
+
+from jobs.errors import InputNotFoundError
+
+SUCCESS_MARKER = "_SUCCESS"
+
+
+def absolute(path: str) -> str:
+    """A local path made absolute (messages and summaries then say where things are); URIs unchanged."""
+    return path if urlparse(path).scheme not in ("", "file") else os.path.abspath(path.removeprefix("file:"))
+
+
+class FileSystem:
+    """The few Hadoop FileSystem calls the jobs need, on any path Spark can reach."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._jvm: Any = spark.sparkContext._jvm
+        self._conf: Any = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+
+    def _resolve(self, path: str) -> tuple[Any, Any]:
+        hpath = self._jvm.org.apache.hadoop.fs.Path(path)
+        return hpath.getFileSystem(self._conf), hpath
+
+    def exists(self, path: str) -> bool:
+        fs, hpath = self._resolve(path)
+        return bool(fs.exists(hpath))
+
+    def delete(self, path: str) -> None:
+        fs, hpath = self._resolve(path)
+        fs.delete(hpath, True)
+
+    def mkdirs(self, path: str) -> None:
+        fs, hpath = self._resolve(path)
+        fs.mkdirs(hpath)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        fs, hpath = self._resolve(path)
+        stream = fs.create(hpath, True)
+        try:
+            stream.write(bytearray(data))
+        finally:
+            stream.close()
+
+
+def read_lines(spark: SparkSession, path: str) -> DataFrame:
+    """All lines of a file, or of every file under a folder (plain or gzip, by file extension).
+
+    Files whose names start with `_` or `.` are skipped, as Spark does (markers, checksums).
+
+    Raises:
+        InputNotFoundError: the path does not exist.
+    """
+    if not FileSystem(spark).exists(path):
+        raise InputNotFoundError(f"--input: {path} does not exist")
+    return spark.read.option("recursiveFileLookup", "true").text(path)
+
+
+class RunFolder:
+    """`OUT/run=ID/`: cleared when a run starts, filled output by output, sealed with `_SUCCESS` last."""
+
+    def __init__(self, spark: SparkSession, output: str, run_id: str) -> None:
+        self.path = f"{output.rstrip('/')}/run={run_id}"
+        self._fs = FileSystem(spark)
+        # Only the run folder gets a _SUCCESS marker, not each output inside it.
+        spark.sparkContext._jsc.hadoopConfiguration().set(  # type: ignore[union-attr]
+            "mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"
+        )
+
+    def clear(self) -> None:
+        """Remove what an earlier attempt of this run wrote: a rerun replaces the run's folder."""
+        self._fs.delete(self.path)
+
+    def write_text(self, name: str, lines: DataFrame, compression: str, partition_by: str | None = None) -> str:
+        """Write a one-column DataFrame (plus `partition_by`) as text files under `name/`."""
+        target = f"{self.path}/{name}"
+        writer = lines.write.mode("overwrite").option("compression", compression)
+        if partition_by:
+            writer = writer.partitionBy(partition_by)
+        writer.text(target)
+        self._fs.mkdirs(target)  # an empty output is still a folder, so readers need no special case
+        return target
+
+    def write_json(self, name: str, document: dict[str, Any]) -> str:
+        target = f"{self.path}/{name}"
+        self._fs.write_bytes(target, (json.dumps(document, indent=2) + "\n").encode("utf-8"))
+        return target
+
+    def seal(self) -> None:
+        """Mark the run complete. Written last, so its presence means every output is whole."""
+        self._fs.write_bytes(f"{self.path}/{SUCCESS_MARKER}", b"")

@@ -1,0 +1,30 @@
+"""Run ids: `YYYY-MM-DD-HH-MM-SS` in UTC, the folder name `run=ID` and the run's timestamp."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from jobs.errors import InvalidArgumentError
+
+RUN_ID_FORMAT = "%Y-%m-%d-%H-%M-%S"
+_RUN_ID_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}")
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """The run id for `now` (default: the current UTC time)."""
+    return (now or datetime.now(UTC)).astimezone(UTC).strftime(RUN_ID_FORMAT)
+
+
+def run_timestamp(run_id: str) -> datetime:
+    """The UTC time a run id names.
+
+    Raises:
+        InvalidArgumentError: the id is not of the form YYYY-MM-DD-HH-MM-SS or names no real time.
+    """
+    if not _RUN_ID_PATTERN.fullmatch(run_id):
+        raise InvalidArgumentError(f"--run-id: given {run_id!r}; allowed: YYYY-MM-DD-HH-MM-SS, e.g. 2026-11-22-03-00-00")
+    try:
+        return datetime.strptime(run_id, RUN_ID_FORMAT).replace(tzinfo=UTC)
+    except ValueError as err:
+        raise InvalidArgumentError(f"--run-id: given {run_id!r}, which is not a real time ({err})") from None

@@ -1,0 +1,42 @@
+"""The Spark session: local mode when run with `python -m jobs`, the submitted one under spark-submit."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from jobs.config import SparkConfig
+
+# Settings every job relies on, whoever starts Spark.
+REQUIRED_CONF = {
+    # Timestamps are validated and formatted in UTC; a local time zone would reject times in DST gaps.
+    "spark.sql.session.timeZone": "UTC",
+}
+# Settings for a session the job starts itself (not under spark-submit).
+LOCAL_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.bindAddress": "127.0.0.1",
+    # Plain-text logs at WARN from our log4j2 file, instead of Spark 4's structured JSON at INFO.
+    "spark.log.structuredLogging.enabled": "false",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}",
+}
+
+
+def launched_by_spark_submit() -> bool:
+    """True when spark-submit started this Python process (it hands over its JVM through this variable)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def spark_session(config: SparkConfig, app_name: str) -> SparkSession:
+    """Get the session: under spark-submit its settings win; otherwise a local one from `config`."""
+    builder = SparkSession.builder.appName(app_name)
+    if not launched_by_spark_submit():
+        builder = builder.master(config.master)
+        for key, value in {**LOCAL_CONF, **config.conf}.items():
+            builder = builder.config(key, value)
+    for key, value in REQUIRED_CONF.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
