@@ -32,7 +32,9 @@ SparkJob = Callable[[SparkSession, JobConfig, str, Progress], dict[str, Any]]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m jobs", description="Winnow: deduplicate and shred event data on Spark.")
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs", description="Winnow: deduplicate and shred event data on Spark."
+    )
     subparsers = parser.add_subparsers(dest="job", required=True, metavar="JOB")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
@@ -96,4 +98,3 @@ def run_spark_job(
         return 1
     print(render(summary))
     return 0
-

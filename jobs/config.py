@@ -87,9 +87,9 @@ def load_config(path: str | Path | None) -> JobConfig:
     """
     if path is None:
         return JobConfig()
-    source = Path(path)
+    source = str(path)
     try:
-        data = json.loads(source.read_text(encoding="utf-8"))
+        data = json.loads(_read_text(source))
     except FileNotFoundError:
         raise InvalidConfigError(f"config file {source} does not exist") from None
     except json.JSONDecodeError as err:
@@ -98,6 +98,21 @@ def load_config(path: str | Path | None) -> JobConfig:
         return config_from_dict(JobConfig, data)
     except InvalidConfigError as err:
         raise InvalidConfigError(f"{source}: {err}") from None
+
+
+def _read_text(source: str) -> str:
+    """A local file, or an `s3://bucket/key` object (how EMR runs get the config deployed with the code)."""
+    if source.startswith("s3://"):
+        import boto3
+
+        bucket, _, key = source.removeprefix("s3://").partition("/")
+        s3 = boto3.client("s3")
+        try:
+            body: bytes = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except s3.exceptions.NoSuchKey:
+            raise FileNotFoundError(source) from None
+        return body.decode("utf-8")
+    return Path(source).read_text(encoding="utf-8")
 
 
 T = typing.TypeVar("T")
@@ -125,8 +140,8 @@ def _join(where: str, name: str) -> str:
 
 def _convert(hint: Any, value: Any, where: str) -> Any:
     origin = get_origin(hint)
-    if dataclasses.is_dataclass(hint):
-        return config_from_dict(hint, value, where)  # type: ignore[type-var]
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return config_from_dict(hint, value, where)
     if origin is Literal:
         allowed = get_args(hint)
         if value not in allowed:

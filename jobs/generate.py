@@ -145,7 +145,9 @@ class EventFactory:
                            "event_version": "1-0-0"})  # fmt: skip
         else:
             name, data = self._self_describing(kind)
-            f[FIELD_INDEX["unstruct_event"]] = compact({"schema": UNSTRUCT, "data": {"schema": f"iglu:com.snowplowanalytics.snowplow/{name}", "data": data}})
+            f[FIELD_INDEX["unstruct_event"]] = compact(
+                {"schema": UNSTRUCT, "data": {"schema": f"iglu:com.snowplowanalytics.snowplow/{name}", "data": data}}
+            )
             set_fields(f, {"event": "unstruct", "event_vendor": "com.snowplowanalytics.snowplow",
                            "event_name": name.split("/")[0], "event_format": "jsonschema", "event_version": name.rsplit("/", 1)[1]})  # fmt: skip
         if rng.random() >= self.without_fingerprint_share:
@@ -172,7 +174,9 @@ class EventFactory:
 
     def synthetic_copy(self, original: list[str]) -> list[str]:
         """Another event with the same id: a pre-cacher or bot sends other client-sent fields."""
-        when = parse_tstamp(original[FIELD_INDEX["collector_tstamp"]]) + timedelta(seconds=self.rng.randrange(-600, 600))
+        when = parse_tstamp(original[FIELD_INDEX["collector_tstamp"]]) + timedelta(
+            seconds=self.rng.randrange(-600, 600)
+        )
         copy = self.event(original[FIELD_INDEX["event_id"]], when)
         if original[FIELD_INDEX["event_fingerprint"]] == "":
             copy[FIELD_INDEX["event_fingerprint"]] = ""
@@ -217,19 +221,32 @@ MALFORMED = (
 )
 
 
+def _open_text(path: Path, compress: bool) -> IO[str]:
+    if compress:
+        return gzip.open(path, "wt", encoding="utf-8", newline="\n")
+    return open(path, "w", encoding="utf-8", newline="\n")
+
+
 def generate(output: Path, options: GenerateOptions) -> dict[str, int]:
     """Write the events under `output`; return how many lines of each kind were written."""
     rng = random.Random(options.seed)
     factory = EventFactory(rng, options.without_fingerprint_share)
     max_copies = max(2, options.events // 250)
     folders = [output] if options.batches == 1 else [output / f"batch={b + 1}" for b in range(options.batches)]
-    opener = gzip.open if options.gzip else open
-    suffix = ".tsv.gz" if options.gzip else ".tsv"
-    files: list[list[IO[str]]] = []
     for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
-        files.append([opener(folder / f"part-{i:05d}{suffix}", "wt", encoding="utf-8", newline="\n") for i in range(options.files)])  # type: ignore[operator]
-    stats = {"lines": 0, "event_ids": 0, "natural_copies": 0, "synthetic_copies": 0, "malformed": 0, "batches": len(folders)}
+    suffix = ".tsv.gz" if options.gzip else ".tsv"
+    files = [
+        [_open_text(folder / f"part-{i:05d}{suffix}", options.gzip) for i in range(options.files)] for folder in folders
+    ]
+    stats = {
+        "lines": 0,
+        "event_ids": 0,
+        "natural_copies": 0,
+        "synthetic_copies": 0,
+        "malformed": 0,
+        "batches": len(folders),
+    }
     span = timedelta(days=1).total_seconds() / options.events
     try:
         while stats["lines"] < options.events:

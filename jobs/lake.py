@@ -28,7 +28,7 @@ class FileSystem:
 
     def __init__(self, spark: SparkSession) -> None:
         self._jvm: Any = spark.sparkContext._jvm
-        self._conf: Any = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+        self._conf: Any = spark.sparkContext._jsc.hadoopConfiguration()
 
     def _resolve(self, path: str) -> tuple[Any, Any]:
         hpath = self._jvm.org.apache.hadoop.fs.Path(path)
@@ -75,9 +75,7 @@ class RunFolder:
         self.path = f"{output.rstrip('/')}/run={run_id}"
         self._fs = FileSystem(spark)
         # Only the run folder gets a _SUCCESS marker, not each output inside it.
-        spark.sparkContext._jsc.hadoopConfiguration().set(  # type: ignore[union-attr]
-            "mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"
-        )
+        spark.sparkContext._jsc.hadoopConfiguration().set("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
 
     def clear(self) -> None:
         """Remove what an earlier attempt of this run wrote: a rerun replaces the run's folder."""

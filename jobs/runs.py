@@ -23,7 +23,9 @@ def run_timestamp(run_id: str) -> datetime:
         InvalidArgumentError: the id is not of the form YYYY-MM-DD-HH-MM-SS or names no real time.
     """
     if not _RUN_ID_PATTERN.fullmatch(run_id):
-        raise InvalidArgumentError(f"--run-id: given {run_id!r}; allowed: YYYY-MM-DD-HH-MM-SS, e.g. 2026-11-22-03-00-00")
+        raise InvalidArgumentError(
+            f"--run-id: given {run_id!r}; allowed: YYYY-MM-DD-HH-MM-SS, e.g. 2026-11-22-03-00-00"
+        )
     try:
         return datetime.strptime(run_id, RUN_ID_FORMAT).replace(tzinfo=UTC)
     except ValueError as err:

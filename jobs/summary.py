@@ -16,9 +16,16 @@ def render(summary: dict[str, Any]) -> str:
         rows.extend((f"  {reason}", count) for reason, count in summary["by_reason"][name].items())
     synthetic = summary["synthetic"]
     outcomes = ", ".join(
-        f"{synthetic[name]:,} {name}" for name in ("good", "duplicates", "quarantined", "dropped", "bad") if synthetic[name]
+        f"{synthetic[name]:,} {name}"
+        for name in ("good", "duplicates", "quarantined", "dropped", "bad")
+        if synthetic[name]
     )
-    rows.append((f"synthetic ({synthetic['strategy']})", f"{synthetic['events']:,} events" + (f": {outcomes}" if outcomes else "")))
+    rows.append(
+        (
+            f"synthetic ({synthetic['strategy']})",
+            f"{synthetic['events']:,} events" + (f": {outcomes}" if outcomes else ""),
+        )
+    )
     rows.append(("wall time", f"{summary['wall_time_seconds']:.1f} s"))
     width = max(len(label) for label, _ in rows)
     lines = [f"Winnow {summary['job']}  run {summary['run_id']}"]

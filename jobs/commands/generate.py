@@ -16,7 +16,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--output", required=True, metavar="OUT", help="folder to write part-*.tsv files to")
     parser.add_argument("--events", required=True, type=int, metavar="N", help="number of lines to write")
-    parser.add_argument("--seed", type=int, default=1, metavar="S", help="random seed (default 1): same seed, same lines")
+    parser.add_argument(
+        "--seed", type=int, default=1, metavar="S", help="random seed (default 1): same seed, same lines"
+    )
     parser.add_argument("--batches", type=int, default=1, metavar="B",
                         help="spread events over B folders batch=1..B, copies landing in different batches (default 1)")  # fmt: skip
     parser.add_argument("--files", type=int, default=1, metavar="F", help="files per batch (default 1)")

@@ -27,12 +27,12 @@ DECIDED_COLUMNS = ("line", "outcome", "reason", "errors")
 
 
 def first_copy_order() -> list[Column]:
-    """"First" of DESIGN §4: earliest etl_tstamp (absent last), then collector_tstamp, then smallest line."""
+    """ "First" of DESIGN §4: earliest etl_tstamp (absent last), then collector_tstamp, then smallest line."""
     return [F.col("etl_tstamp").asc_nulls_last(), F.col("collector_tstamp").asc(), F.col("line").asc()]
 
 
 def last_copy_order() -> list[Column]:
-    """"Last event wins": latest collector_tstamp, then latest etl_tstamp, then largest line."""
+    """ "Last event wins": latest collector_tstamp, then latest etl_tstamp, then largest line."""
     return [F.col("collector_tstamp").desc(), F.col("etl_tstamp").desc_nulls_last(), F.col("line").desc()]
 
 

@@ -20,7 +20,13 @@ from jobs.runs import run_timestamp
 
 # Where each outcome is written in the run folder; dropped copies go to duplicates/ with their reason.
 OUTPUT_FOLDERS = {GOOD: "good", DUPLICATE: "duplicates", DROPPED: "duplicates", QUARANTINED: "quarantine", BAD: "bad"}
-SUMMARY_COUNT_NAMES = {GOOD: "good", BAD: "bad", DUPLICATE: "duplicates", QUARANTINED: "quarantined", DROPPED: "dropped"}
+SUMMARY_COUNT_NAMES = {
+    GOOD: "good",
+    BAD: "bad",
+    DUPLICATE: "duplicates",
+    QUARANTINED: "quarantined",
+    DROPPED: "dropped",
+}
 
 Progress = Callable[[str], None]
 
@@ -32,9 +38,13 @@ def classify(parsed: DataFrame, strategy: SyntheticStrategy, run_time: datetime)
     """
     is_valid = F.size("errors") == 0
     valid = parsed.where(is_valid)
-    invalid = parsed.where(~is_valid).select("line", F.lit(BAD).alias("outcome"), F.lit(None).cast("string").alias("reason"), "errors")
+    invalid = parsed.where(~is_valid).select(
+        "line", F.lit(BAD).alias("outcome"), F.lit(None).cast("string").alias("reason"), "errors"
+    )
     decided = dedup_in_batch(valid, strategy).unionByName(invalid)
-    text = F.when(F.col("outcome") == BAD, bad_row_json(F.col("line"), F.col("errors"), run_time)).otherwise(F.col("line"))
+    text = F.when(F.col("outcome") == BAD, bad_row_json(F.col("line"), F.col("errors"), run_time)).otherwise(
+        F.col("line")
+    )
     return decided.select("outcome", "reason", text.alias("text"))
 
 
@@ -53,22 +63,30 @@ def run(
     strategy = config.dedup.synthetic
 
     lines = read_lines(spark, input_path)
-    # Parsed once and kept: every later step (repeated ids, decisions, each output) reads it again.
+    # Parsed once and kept: the repeated-id count, the decisions and the bad rows all read it. The
+    # decisions are kept too, so the count materializes them once and each output is a scan of the cache.
     parsed = parse_events(lines, config.dedup.fingerprint_fields).persist(StorageLevel.MEMORY_AND_DISK)
+    decided = classify(parsed, strategy, run_time).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        decided = classify(parsed, strategy, run_time)
         progress(f"reading and deduplicating {input_path}")
-        counts = {(row["outcome"], row["reason"]): row["count"] for row in decided.groupBy("outcome", "reason").count().collect()}
+        counts = {
+            (row["outcome"], row["reason"]): row["count"]
+            for row in decided.groupBy("outcome", "reason").count().collect()
+        }
+        parsed.unpersist()
         folder = RunFolder(spark, output_path, run_id)
         folder.clear()
         compression = config.output.compression
         for outcome in (GOOD, QUARANTINED, BAD):
             progress(f"writing {OUTPUT_FOLDERS[outcome]}/")
-            folder.write_text(OUTPUT_FOLDERS[outcome], decided.where(F.col("outcome") == outcome).select("text"), compression)
+            folder.write_text(
+                OUTPUT_FOLDERS[outcome], decided.where(F.col("outcome") == outcome).select("text"), compression
+            )
         progress("writing duplicates/")
         dropped_copies = decided.where(F.col("outcome").isin(DUPLICATE, DROPPED)).select("reason", "text")
         folder.write_text("duplicates", dropped_copies, compression, partition_by="reason")
     finally:
+        decided.unpersist()
         parsed.unpersist()
 
     summary = build_summary(counts, strategy)

@@ -13,7 +13,7 @@ CONTEXTS_SCHEMA = "iglu:com.snowplowanalytics.snowplow/contexts/jsonschema/1-0-0
 # plain iglu URI, so the first match is the envelope's array whichever key comes first).
 _EMPTY_DATA = r'^(.*?"data"\s*:\s*\[)\s*\]'
 _NONEMPTY_DATA = r'^(.*?"data"\s*:\s*\[)'
-_ENVELOPE = r'^\s*\{.*"data"\s*:\s*\[.*\]\s*\}\s*$'
+_ENVELOPE = r'^\s*\{.*"data"\s*:\s*\[.*\}\s*$'
 
 
 def uuid5(namespace: Column, name: Column) -> Column:

@@ -131,7 +131,9 @@ def computed_fingerprint(all_fields: Column, fingerprint_fields: Sequence[str]) 
     parts = []
     for name in sorted(set(fingerprint_fields)):
         value = F.element_at(all_fields, FIELD_INDEX[name] + 1)
-        parts.append(F.when(value != "", F.concat(F.lit(name + FINGERPRINT_SEPARATOR), value, F.lit(FINGERPRINT_SEPARATOR))))
+        parts.append(
+            F.when(value != "", F.concat(F.lit(name + FINGERPRINT_SEPARATOR), value, F.lit(FINGERPRINT_SEPARATOR)))
+        )
     return F.md5(F.concat_ws("", *parts))
 
 

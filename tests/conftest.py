@@ -1,0 +1,37 @@
+"""Shared fixtures: one Spark session for the whole test run (local mode, loopback only, UTC)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+# Before any Spark JVM starts: bind to loopback, and run Python workers with this interpreter.
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The one Spark session of the test run, built the way the jobs build theirs locally."""
+    from jobs.config import SparkConfig
+    from jobs.session import spark_session
+
+    session = spark_session(
+        SparkConfig(master="local[2]", conf={"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g"}),
+        app_name="winnow-tests",
+    )
+    yield session
+    session.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that asks for the `spark` fixture is marked `spark` (so `-m "not spark"` is a fast loop)."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)

@@ -1,0 +1,196 @@
+"""The dedup job end to end through the command line: outputs, accounting, reruns, determinism, errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.cli import main
+from jobs.generate import GenerateOptions, generate
+
+RUN_ID = "2026-11-22-03-00-00"
+OUTPUTS = ("good", "bad", "duplicates", "quarantine")
+
+
+def read_lines(folder: Path) -> list[str]:
+    """Every line of every data file under `folder` (plain or gzip), sorted."""
+    lines: list[str] = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not path.name.startswith((".", "_")):
+            opener = gzip.open if path.suffix == ".gz" else open
+            with opener(path, "rt", encoding="utf-8", newline="\n") as handle:
+                lines.extend(handle.read().splitlines())
+    return sorted(lines)
+
+
+def run_folder_content(run: Path) -> dict[str, list[str]]:
+    return {name: read_lines(run / name) for name in OUTPUTS}
+
+
+def dedup(input_path: Path, output: Path, *extra: str) -> int:
+    return main(["dedup", "--input", str(input_path), "--output", str(output), "--run-id", RUN_ID, *extra])
+
+
+@contextmanager
+def spark_conf(spark: SparkSession, **settings: str) -> Iterator[None]:
+    previous: dict[str, str | None] = {key: spark.conf.get(key) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in previous.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("generated")
+    generate(folder, GenerateOptions(events=3000, seed=11, files=3, duplicate_share=0.05, bad_share=0.01))
+    return folder
+
+
+def test_every_input_line_is_accounted_for_in_the_outputs(spark: SparkSession, generated: Path, tmp_path: Path) -> None:
+    assert dedup(generated, tmp_path) == 0
+    run = tmp_path / f"run={RUN_ID}"
+    summary = json.loads((run / "summary.json").read_text())
+    content = run_folder_content(run)
+    counts = summary["counts"]
+
+    assert (run / "_SUCCESS").exists()
+    assert counts["input"] == len(read_lines(generated)) == 3000
+    assert (
+        counts["input"]
+        == counts["good"] + counts["bad"] + counts["duplicates"] + counts["quarantined"] + counts["dropped"]
+    )
+    assert len(content["good"]) == counts["good"]
+    assert len(content["bad"]) == counts["bad"]
+    assert len(content["duplicates"]) == counts["duplicates"] + counts["dropped"]
+    assert len(content["quarantine"]) == counts["quarantined"]
+    assert counts["bad"] > 0 and counts["duplicates"] > 0 and summary["synthetic"]["events"] > 0
+    assert sum(summary["by_reason"]["duplicates"].values()) == counts["duplicates"]
+    # Each duplicate reason has its own folder.
+    for reason, count in summary["by_reason"]["duplicates"].items():
+        assert len(read_lines(run / "duplicates" / f"reason={reason}")) == count
+    # Every bad row is the DESIGN §3 JSON and quotes its input line.
+    for text in content["bad"]:
+        row = json.loads(text)
+        assert set(row) == {"line", "errors", "failure_tstamp"} and row["errors"]
+    # good/ holds unique event ids (reid gave synthetic copies new ones).
+    ids = [line.split("\t")[6].lower() for line in content["good"]]
+    assert len(ids) == len(set(ids))
+
+
+def test_a_rerun_with_the_same_run_id_replaces_the_folder_with_identical_content(
+    spark: SparkSession, generated: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / f"run={RUN_ID}"
+    assert dedup(generated, tmp_path) == 0
+    first = run_folder_content(run)
+    first_counts = json.loads((run / "summary.json").read_text())["counts"]
+    (run / "good" / "stale-part-from-a-failed-attempt.txt").write_text("stale\n")
+    assert dedup(generated, tmp_path) == 0
+    assert run_folder_content(run) == first
+    assert json.loads((run / "summary.json").read_text())["counts"] == first_counts
+
+
+def test_output_does_not_depend_on_file_order_or_partitioning(
+    spark: SparkSession, generated: Path, tmp_path: Path
+) -> None:
+    lines = read_lines(generated)
+    one_file, many_files = tmp_path / "one", tmp_path / "many"
+    one_file.mkdir()
+    many_files.mkdir()
+    (one_file / "all.tsv").write_text("\n".join(lines) + "\n")
+    shuffled = lines[:]
+    random.Random(5).shuffle(shuffled)
+    for i in range(7):
+        (many_files / f"{i:02d}.tsv").write_text("\n".join(shuffled[i::7]) + "\n")
+
+    assert dedup(one_file, tmp_path / "out-one") == 0
+    with spark_conf(spark, **{"spark.sql.shuffle.partitions": "7", "spark.sql.files.maxPartitionBytes": "65536",
+                              "spark.sql.adaptive.enabled": "false"}):  # fmt: skip
+        assert dedup(many_files, tmp_path / "out-many") == 0
+    assert run_folder_content(tmp_path / "out-one" / f"run={RUN_ID}") == run_folder_content(
+        tmp_path / "out-many" / f"run={RUN_ID}"
+    )
+
+
+def test_gzip_input_and_output(spark: SparkSession, tmp_path: Path) -> None:
+    plain, zipped = tmp_path / "plain", tmp_path / "zipped"
+    generate(plain, GenerateOptions(events=500, seed=3, duplicate_share=0.1))
+    generate(zipped, GenerateOptions(events=500, seed=3, duplicate_share=0.1, gzip=True))
+    assert list(zipped.glob("*.tsv.gz"))
+    config = tmp_path / "gzip.json"
+    config.write_text('{"output": {"compression": "gzip"}}')
+    assert dedup(plain, tmp_path / "out-plain") == 0
+    assert dedup(zipped, tmp_path / "out-zipped", "--config", str(config)) == 0
+    assert list((tmp_path / "out-zipped" / f"run={RUN_ID}" / "good").glob("*.gz"))
+    assert run_folder_content(tmp_path / "out-plain" / f"run={RUN_ID}") == run_folder_content(
+        tmp_path / "out-zipped" / f"run={RUN_ID}"
+    )
+
+
+def test_quarantine_strategy_from_the_command_line(spark: SparkSession, generated: Path, tmp_path: Path) -> None:
+    assert dedup(generated, tmp_path, "--synthetic", "quarantine") == 0
+    run = tmp_path / f"run={RUN_ID}"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["synthetic"]["strategy"] == "quarantine"
+    assert (
+        summary["counts"]["quarantined"]
+        == summary["synthetic"]["quarantined"]
+        == len(read_lines(run / "quarantine"))
+        > 0
+    )
+    quarantined_ids = {line.split("\t")[6].lower() for line in read_lines(run / "quarantine")}
+    good_ids = {line.split("\t")[6].lower() for line in read_lines(run / "good")}
+    assert not quarantined_ids & good_ids
+
+
+def test_a_missing_input_is_a_clear_error(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert dedup(tmp_path / "nowhere", tmp_path / "out") == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: --input: {tmp_path / 'nowhere'} does not exist"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            '{"dedup": {"synthetic": "maybe"}}',
+            'dedup.synthetic: given "maybe"; allowed: reid, quarantine, keep-first, keep-last, drop, off',
+        ),
+        ('{"dedupe": {}}', "unknown key 'dedupe'; allowed keys: dedup, output, spark"),
+        ("{not json", "is not valid JSON"),
+    ],
+)
+def test_config_errors_stop_before_spark(tmp_path: Path, config: str, message: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(config)
+    result = subprocess.run(
+        [sys.executable, "-m", "jobs", "dedup", "--input", str(tmp_path), "--output", str(tmp_path / "out"), "--config", str(path)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {path}: ") or result.stderr.startswith(f"error: config file {path}")
+    assert message in result.stderr
+    assert "Spark" not in result.stderr
+
+
+def test_a_bad_run_id_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dedup", "--input", str(tmp_path), "--output", str(tmp_path), "--run-id", "2026-11-22"]) == 2
+    assert "--run-id: given '2026-11-22'; allowed: YYYY-MM-DD-HH-MM-SS" in capsys.readouterr().err
