@@ -18,7 +18,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cdk.txt
 	@command -v java >/dev/null || { echo "Java 17 is missing: installing openjdk-17-jre-headless"; \
 		apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
 	python3 -m venv $(VENV)
@@ -27,11 +27,13 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 
 setup: $(VENV)/.installed ## create .venv from the pinned requirements (once)
 
-demo: setup ## generate sample events and deduplicate them locally (embedded manifest)
+demo: setup ## generate two batches of sample events and deduplicate them locally (embedded manifest)
 	rm -rf $(DEMO)
-	$(PY) -m jobs generate --output $(DEMO)/input --events $(DEMO_EVENTS) --seed 7
-	$(PY) -m jobs dedup --input $(DEMO)/input --output $(DEMO)/output --config configs/local.json \
-		--run-id 2026-11-22-03-00-00
+	$(PY) -m jobs generate --output $(DEMO)/input --events $(DEMO_EVENTS) --batches 2 --seed 7
+	$(PY) -m jobs dedup --input $(DEMO)/input/batch=1 --output $(DEMO)/output --config configs/local.json \
+		--manifest sqlite:$(DEMO)/manifest.db --create --run-id 2026-11-22-03-00-00
+	$(PY) -m jobs dedup --input $(DEMO)/input/batch=2 --output $(DEMO)/output --config configs/local.json \
+		--manifest sqlite:$(DEMO)/manifest.db --run-id 2026-11-22-04-00-00
 
 test: setup ## run the whole test suite
 	$(PY) -m pytest
@@ -50,3 +52,42 @@ fmt: setup ## format the code
 
 clean: ## remove the demo output and caches (keeps .venv)
 	rm -rf $(DEMO) .pytest_cache .mypy_cache .ruff_cache spark-warehouse
+
+# ----------------------------------------------------------------------------------------------------------
+# Infrastructure: build the job artifacts, then synth / diff / deploy / destroy one environment with the
+# pinned CDK CLI (package.json). ENV picks configs/<ENV>.json; dev is the default, prod is typed explicitly.
+ENV ?= dev
+CDK := npx --no-install cdk --app "$(PY) app.py"
+CDK_FLAGS := -c env=$(ENV) --no-notices
+export CDK_DISABLE_CLI_TELEMETRY := true
+
+.PHONY: cdk-install package synth synth-all diff deploy destroy test-infra
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+cdk-install: node_modules/.installed ## install the pinned CDK CLI (aws-cdk 2.1148.1) into node_modules
+
+package: setup ## build the job artifacts into dist/package (jobs zip, dependencies, entry point)
+	$(PY) -m scripts.package_jobs --out dist/package
+
+synth: setup cdk-install package ## synthesize ENV's stacks, cdk-nag included (make synth ENV=prod)
+	$(CDK) synth --all $(CDK_FLAGS) --quiet
+	$(abspath $(VENV))/bin/cfn-lint --non-zero-exit-code error -- cdk.out/Winnow-$(ENV)-*.template.json
+
+synth-all: ## synthesize every environment (as CI does)
+	$(MAKE) synth ENV=dev
+	$(MAKE) synth ENV=prod
+
+diff: setup cdk-install package ## show what a deploy of ENV would change (needs AWS credentials)
+	$(CDK) diff --all $(CDK_FLAGS)
+
+deploy: setup cdk-install package ## deploy ENV: code, config and infrastructure together (needs AWS credentials)
+	$(CDK) deploy --all $(CDK_FLAGS) --require-approval $(if $(filter prod,$(ENV)),broadening,never)
+
+destroy: setup cdk-install ## delete ENV's stacks (prod keeps its data: see README "Deploy")
+	$(CDK) destroy --all $(CDK_FLAGS)
+
+test-infra: setup ## the infrastructure tests only (synth, IAM, cdk-nag, cfn-lint, state machine in moto)
+	$(PY) -m pytest tests/infra

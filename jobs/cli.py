@@ -24,6 +24,7 @@ from jobs.runs import new_run_id, run_timestamp
 # Modules with a `register(subparsers)` function, in the order `--help` lists them.
 COMMAND_MODULES = (
     "jobs.commands.dedup",
+    "jobs.commands.populate_manifest",
     "jobs.commands.generate",
 )
 

@@ -48,6 +48,30 @@ class DedupConfig:
 
 
 @dataclass(frozen=True)
+class ManifestConfig:
+    """The events manifest: cross-batch dedup against what earlier runs delivered."""
+
+    uri: str | None = None
+    """sqlite:PATH or dynamodb://TABLE; null: in-batch dedup only. `--manifest` overrides it."""
+    ttl_days: int = 180
+    """How long a delivered event is remembered."""
+    cross_batch_synthetic: bool = True
+    """Also look up other fingerprints of an id (one Query per event id): cross-batch synthetic dedup."""
+    concurrency: int = 16
+    """DynamoDB requests in flight per Spark task."""
+    max_attempts: int = 10
+    """DynamoDB attempts per request (botocore adaptive retry mode) before the job fails."""
+
+    def __post_init__(self) -> None:
+        for name, low, high in (("ttl_days", 1, 36_500), ("concurrency", 1, 256), ("max_attempts", 1, 100)):
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise InvalidConfigError(
+                    f"manifest.{name}: given {value}; allowed: a whole number from {low} to {high}"
+                )
+
+
+@dataclass(frozen=True)
 class OutputConfig:
     """How output files are written."""
 
@@ -75,6 +99,7 @@ class JobConfig:
     """All settings of the jobs."""
 
     dedup: DedupConfig = field(default_factory=DedupConfig)
+    manifest: ManifestConfig = field(default_factory=ManifestConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
 
@@ -169,4 +194,5 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
         return value
     if hint is str and isinstance(value, str):
         return value
-    raise InvalidConfigError(f"{where}: given {json.dumps(value)}; allowed: a {getattr(hint, '__name__', hint)}")
+    kind = {bool: "true or false", int: "a whole number", str: "a string"}.get(hint, str(hint))
+    raise InvalidConfigError(f"{where}: given {json.dumps(value)}; allowed: {kind}")

@@ -26,11 +26,19 @@ def render(summary: dict[str, Any]) -> str:
             f"{synthetic['events']:,} events" + (f": {outcomes}" if outcomes else ""),
         )
     )
+    manifest = summary.get("manifest")
+    if manifest:
+        rows.append(("manifest requests", manifest["requests"]))
+        rows.append(("  per input line", f"{manifest['requests_per_input_line']:.3f}"))
+        rows.append(("  conditional failures", manifest["conditional_failures"]))
+        rows.append(("  retries / throttles", f"{manifest['retries']:,} / {manifest['throttles']:,}"))
     rows.append(("wall time", f"{summary['wall_time_seconds']:.1f} s"))
     width = max(len(label) for label, _ in rows)
     lines = [f"Winnow {summary['job']}  run {summary['run_id']}"]
     for label, value in rows:
         shown = f"{value:>12,}" if isinstance(value, int) else f"{value:>12}"
         lines.append(f"  {label:<{width}}  {shown}")
+    if manifest:
+        lines.append(f"  manifest: {manifest['uri']}")
     lines.append(f"  output: {summary['output']}")
     return "\n".join(lines)

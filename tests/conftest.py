@@ -5,15 +5,22 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Before any Spark JVM starts: bind to loopback, and run Python workers with this interpreter.
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-
-from pyspark.sql import SparkSession
+# Tests never reach AWS: dummy credentials and a fixed region (moto, in-process or on 127.0.0.1).
+for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+                    "AWS_DEFAULT_REGION": "eu-west-1", "AWS_REGION": "eu-west-1"}.items():  # fmt: skip
+    os.environ[name] = value
+os.environ.pop("AWS_PROFILE", None)
 
 
 @pytest.fixture(scope="session")

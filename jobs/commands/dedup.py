@@ -29,6 +29,18 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--output", required=True, metavar="OUT", help="the output folder; the run writes OUT/run=ID/")
     add_run_options(parser)
     parser.add_argument("--synthetic", choices=SYNTHETIC_STRATEGIES, metavar="STRATEGY", help=SYNTHETIC_HELP)
+    parser.add_argument(
+        "--manifest",
+        metavar="URI",
+        help="the events manifest for cross-batch dedup: sqlite:PATH (embedded) or dynamodb://TABLE (region and "
+        "endpoint from the usual AWS settings). Default: the config's manifest.uri; none means in-batch only",
+    )
+    parser.add_argument(
+        "--create",
+        action="store_true",
+        help="create the manifest (SQLite file, or DynamoDB on-demand table with TTL) if it does not exist; "
+        "for local and dev use, production tables come from the Storage stack",
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -37,13 +49,17 @@ def handle(args: argparse.Namespace) -> int:
     from jobs.summary import render
 
     def configure(config: JobConfig) -> JobConfig:
-        if args.synthetic is None:
-            return config
-        return dataclasses.replace(config, dedup=dataclasses.replace(config.dedup, synthetic=args.synthetic))
+        if args.synthetic is not None:
+            config = dataclasses.replace(config, dedup=dataclasses.replace(config.dedup, synthetic=args.synthetic))
+        if args.manifest is not None:
+            config = dataclasses.replace(config, manifest=dataclasses.replace(config.manifest, uri=args.manifest))
+        return config
 
     return run_spark_job(
         args,
-        lambda spark, config, run_id, progress: job.run(spark, config, args.input, args.output, run_id, progress),
+        lambda spark, config, run_id, progress: job.run(
+            spark, config, args.input, args.output, run_id, progress, create_manifest=args.create
+        ),
         render,
         configure,
     )

@@ -1,9 +1,10 @@
-"""The dedup job: read enriched TSV, parse, dedup in batch, write the run folder and its summary."""
+"""The dedup job: read enriched TSV, parse, dedup in batch and across batches, write the run folder."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,9 +14,20 @@ from pyspark.sql import functions as F
 
 from jobs import __version__
 from jobs.config import JobConfig, SyntheticStrategy
-from jobs.dedup.inbatch import BAD, DROPPED, DUPLICATE, GOOD, IN_BATCH_SYNTHETIC, QUARANTINED, dedup_in_batch
+from jobs.dedup.crossbatch import check_and_set
+from jobs.dedup.inbatch import (
+    BAD,
+    DROPPED,
+    DUPLICATE,
+    GOOD,
+    QUARANTINED,
+    SYNTHETIC_REASONS,
+    CrossBatchCheck,
+    dedup_events,
+)  # fmt: skip
 from jobs.enriched.parse import bad_row_json, parse_events
 from jobs.lake import RunFolder, absolute, read_lines
+from jobs.manifest import Manifest, ManifestStats, open_manifest
 from jobs.runs import run_timestamp
 
 # Where each outcome is written in the run folder; dropped copies go to duplicates/ with their reason.
@@ -31,7 +43,9 @@ SUMMARY_COUNT_NAMES = {
 Progress = Callable[[str], None]
 
 
-def classify(parsed: DataFrame, strategy: SyntheticStrategy, run_time: datetime) -> DataFrame:
+def classify(
+    parsed: DataFrame, strategy: SyntheticStrategy, run_time: datetime, cross_batch: CrossBatchCheck | None = None
+) -> DataFrame:
     """Give every parsed line its outcome, reason and output text (the bad-row JSON for bad lines).
 
     Returns columns `outcome`, `reason`, `text`: exactly one row per input line.
@@ -41,11 +55,22 @@ def classify(parsed: DataFrame, strategy: SyntheticStrategy, run_time: datetime)
     invalid = parsed.where(~is_valid).select(
         "line", F.lit(BAD).alias("outcome"), F.lit(None).cast("string").alias("reason"), "errors"
     )
-    decided = dedup_in_batch(valid, strategy).unionByName(invalid)
+    decided = dedup_events(valid, strategy, cross_batch).unionByName(invalid)
     text = F.when(F.col("outcome") == BAD, bad_row_json(F.col("line"), F.col("errors"), run_time)).otherwise(
         F.col("line")
     )
     return decided.select("outcome", "reason", text.alias("text"))
+
+
+def manifest_for(config: JobConfig, create: bool = False) -> Manifest | None:
+    """The configured manifest, checked (or created first, with `create`); None when there is none."""
+    if config.manifest.uri is None:
+        return None
+    manifest = open_manifest(config.manifest.uri, config.manifest.concurrency, config.manifest.max_attempts)
+    if create:
+        manifest.create()
+    manifest.check()
+    return manifest
 
 
 def run(
@@ -55,25 +80,40 @@ def run(
     output_path: str,
     run_id: str,
     progress: Progress = lambda message: None,
+    create_manifest: bool = False,
 ) -> dict[str, Any]:
     """Run the dedup job and return its summary (also written as `summary.json`)."""
     started_at, started = datetime.now(UTC), time.monotonic()
     run_time = run_timestamp(run_id)
     input_path, output_path = absolute(input_path), absolute(output_path)
     strategy = config.dedup.synthetic
-
+    manifest = manifest_for(config, create_manifest)  # before any work: a wrong table stops the run here
     lines = read_lines(spark, input_path)
+
+    cached: list[DataFrame] = []
+    stats: Any = None
+
+    def cross_batch(survivors: DataFrame) -> DataFrame:
+        nonlocal stats
+        assert manifest is not None
+        progress(f"checking the manifest {manifest.uri}")
+        answers, stats = check_and_set(
+            survivors, manifest, run_time, config.manifest.ttl_days, config.manifest.cross_batch_synthetic
+        )
+        cached.append(answers)
+        return answers
+
     # Parsed once and kept: the repeated-id count, the decisions and the bad rows all read it. The
     # decisions are kept too, so the count materializes them once and each output is a scan of the cache.
     parsed = parse_events(lines, config.dedup.fingerprint_fields).persist(StorageLevel.MEMORY_AND_DISK)
-    decided = classify(parsed, strategy, run_time).persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(parsed)
     try:
         progress(f"reading and deduplicating {input_path}")
-        counts = {
-            (row["outcome"], row["reason"]): row["count"]
-            for row in decided.groupBy("outcome", "reason").count().collect()
-        }
-        parsed.unpersist()
+        decided = classify(parsed, strategy, run_time, cross_batch if manifest else None)
+        decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(decided)
+        rows = decided.groupBy("outcome", "reason").count().collect()
+        counts = {(row["outcome"], row["reason"]): row["count"] for row in rows}
         folder = RunFolder(spark, output_path, run_id)
         folder.clear()
         compression = config.output.compression
@@ -86,8 +126,8 @@ def run(
         dropped_copies = decided.where(F.col("outcome").isin(DUPLICATE, DROPPED)).select("reason", "text")
         folder.write_text("duplicates", dropped_copies, compression, partition_by="reason")
     finally:
-        decided.unpersist()
-        parsed.unpersist()
+        for frame in cached:
+            frame.unpersist()
 
     summary = build_summary(counts, strategy)
     summary.update(
@@ -96,6 +136,7 @@ def run(
         run_id=run_id,
         input=input_path,
         output=folder.path,
+        manifest=_manifest_summary(manifest, stats.value if stats is not None else None, summary["counts"]["input"]),
         started_at=started_at.isoformat(timespec="seconds"),
         wall_time_seconds=round(time.monotonic() - started, 3),
     )
@@ -104,20 +145,31 @@ def run(
     return summary
 
 
+def _manifest_summary(
+    manifest: Manifest | None, stats: ManifestStats | None, input_lines: int
+) -> dict[str, Any] | None:
+    if manifest is None:
+        return None
+    figures: dict[str, Any] = asdict(stats or ManifestStats())
+    figures["consumed_capacity"] = round(figures["consumed_capacity"], 3)
+    figures["requests_per_input_line"] = round(figures["requests"] / input_lines, 4) if input_lines else 0.0
+    return {"uri": manifest.uri, **figures}
+
+
 def build_summary(counts: dict[tuple[str, str | None], int], strategy: SyntheticStrategy) -> dict[str, Any]:
     """The counts part of `summary.json` from the number of lines per (outcome, reason).
 
     `counts.input` equals the sum of the other counts: every input line is in exactly one outcome.
     """
-    totals = {name: 0 for name in SUMMARY_COUNT_NAMES.values()}
+    totals = dict.fromkeys(SUMMARY_COUNT_NAMES.values(), 0)
     by_reason: dict[str, dict[str, int]] = {"duplicates": {}, "quarantined": {}, "dropped": {}}
-    synthetic = {name: 0 for name in SUMMARY_COUNT_NAMES.values()}
+    synthetic = dict.fromkeys(SUMMARY_COUNT_NAMES.values(), 0)
     for (outcome, reason), count in sorted(counts.items(), key=lambda item: (item[0][0], item[0][1] or "")):
         name = SUMMARY_COUNT_NAMES[outcome]
         totals[name] += count
         if name in by_reason and reason:
             by_reason[name][reason] = by_reason[name].get(reason, 0) + count
-        if reason == IN_BATCH_SYNTHETIC:
+        if reason in SYNTHETIC_REASONS:
             synthetic[name] += count
     return {
         "counts": {"input": sum(totals.values()), **totals},

@@ -1,0 +1,1 @@
+"""Winnow's constructs, one per AWS concern, each configured by a frozen props dataclass."""

@@ -1,0 +1,107 @@
+"""The role EMR Serverless job runs assume: exactly the data, table, artifacts and logs the jobs use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from cdk.nag import acknowledge, resource_finding
+
+MANIFEST_ACTIONS = ("dynamodb:PutItem", "dynamodb:Query", "dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive")
+"""What the dedup job's DynamoDB manifest calls (conditional put, lookup, startup checks)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobExecutionRoleProps:
+    """Props of `JobExecutionRole`. Prefixes end in '/'."""
+
+    input_bucket: s3.IBucket
+    input_prefix: str
+    """The jobs read enriched input only under this prefix."""
+    output_bucket: s3.IBucket
+    output_prefixes: tuple[str, ...]
+    """The jobs read and write (and replace on rerun) only under these prefixes."""
+    manifest_table: dynamodb.ITable
+    """The only table the jobs touch: PutItem, Query, DescribeTable, DescribeTimeToLive."""
+    artifacts_bucket: s3.IBucket
+    artifacts_prefix: str
+    """The deployed artifacts version the jobs read (entrypoint, package, dependencies, config)."""
+    log_bucket: s3.IBucket
+    log_prefix: str
+    """Where EMR writes the job runs' logs."""
+    metrics_namespace: str
+    """The CloudWatch namespace the entrypoint publishes the jobs' figures in."""
+
+
+class JobExecutionRole(Construct):
+    """An IAM role for `emr-serverless.amazonaws.com` with one statement per thing the jobs touch."""
+
+    def __init__(self, scope: Construct, construct_id: str, props: JobExecutionRoleProps) -> None:
+        super().__init__(scope, construct_id)
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("emr-serverless.amazonaws.com"),
+            description="Winnow EMR Serverless job runs: read input, write output, the manifest table, own logs",
+        )
+
+        def objects(bucket: s3.IBucket, prefix: str) -> str:
+            return bucket.arn_for_objects(f"{prefix}*")
+
+        def folder(bucket: s3.IBucket, prefix: str) -> str:
+            # Spark data folders: EMRFS also reads and writes a `<folder>_$folder$` marker next to a folder.
+            return bucket.arn_for_objects(f"{prefix.rstrip('/')}*")
+
+        statements = [
+            ("ReadInput", ["s3:GetObject"], [folder(props.input_bucket, props.input_prefix)]),
+            (
+                "WriteOutput",
+                ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                [folder(props.output_bucket, prefix) for prefix in props.output_prefixes],
+            ),
+            ("ReadArtifacts", ["s3:GetObject"], [objects(props.artifacts_bucket, props.artifacts_prefix)]),
+            ("WriteLogs", ["s3:PutObject"], [objects(props.log_bucket, props.log_prefix)]),
+            ("Manifest", list(MANIFEST_ACTIONS), [props.manifest_table.table_arn]),
+        ]
+        for sid, actions, resources in statements:
+            self.role.add_to_policy(iam.PolicyStatement(sid=sid, actions=actions, resources=resources))
+            for resource in resources:
+                if resource.endswith("*"):
+                    acknowledge(
+                        self,
+                        "IAM5",
+                        f"{sid}: the jobs' objects are only known as a key prefix; the "
+                        "statement is limited to it and to the listed actions",
+                        resource_finding(self, resource),
+                    )
+        # Listing is not scoped to the prefixes: without s3:ListBucket, S3 answers 403 instead of 404 for a
+        # missing key, which Hadoop file systems report as an error (e.g. when checking an output folder).
+        buckets = {
+            props.input_bucket.bucket_name: props.input_bucket,
+            props.output_bucket.bucket_name: props.output_bucket,
+        }
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ListData", actions=["s3:ListBucket"], resources=[bucket.bucket_arn for bucket in buckets.values()]
+            )
+        )
+        # PutMetricData has no resource-level permissions: scope it to our namespace instead.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="PutJobMetrics",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": props.metrics_namespace}},
+            )
+        )
+        acknowledge(
+            self,
+            "IAM5",
+            "cloudwatch:PutMetricData supports no resource-level permissions; the statement "
+            f"is limited to the {props.metrics_namespace} namespace by condition",
+            "Resource::*",
+        )

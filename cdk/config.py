@@ -1,0 +1,327 @@
+"""Per-environment infrastructure config: `configs/<env>.json` loaded into validated frozen dataclasses.
+
+The one config path: `cdk deploy -c env=dev` → app.py → `load_config("dev")` → `configs/dev.json` → these
+dataclasses → construct props. Every key has a default here, so a file holds only what differs;
+`configs/README.md` ("Environment keys") documents each one. An unknown env or key, or a value of the wrong
+type or range, is an `EnvConfigError` that names it, what was given and what is allowed.
+The file's `jobs` section is the jobs' own config (`jobs.config.JobConfig`): it is validated here, at synth
+time, and deployed as `config.json` next to the job artifacts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from jobs.config import JobConfig, config_from_dict
+from jobs.errors import InvalidConfigError
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+ENVIRONMENTS: tuple[str, ...] = ("dev", "prod")
+"""The deployable environments, one `configs/<env>.json` each (`configs/local.json` is a local job config)."""
+
+EMR_SPARK_VERSIONS: dict[str, str] = {
+    "emr-7.12.0": "3.5.6",
+    "emr-7.13.0": "3.5.6",
+    "emr-spark-8.0.0": "4.0.2",
+    "emr-spark-8.1.0": "4.1.1",
+}
+"""The Spark version each supported EMR release ships: the local `pyspark` pin must be the same version."""
+
+BillingMode = Literal["on-demand", "provisioned"]
+Architecture = Literal["X86_64", "ARM64"]
+
+_ACCOUNT = re.compile(r"\d{12}")
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d")
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_PREFIX = re.compile(r"([A-Za-z0-9!_.*'()-]+/)+")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+_SCHEDULE = re.compile(r"(cron|rate)\(.+\)")
+
+
+class EnvConfigError(InvalidConfigError):
+    """An env name or an env config file is wrong: names the key, what was given and what is allowed."""
+
+
+def _check(ok: bool, key: str, given: Any, allowed: str) -> None:
+    if not ok:
+        raise EnvConfigError(f"{key}: given {json.dumps(given)}; allowed: {allowed}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StorageConfig:
+    """Where the data lives."""
+
+    input_bucket: str | None = None
+    """Existing bucket holding the enriched input, imported by name; null: the stack creates one."""
+    input_prefix: str = "enriched/"
+    """Key prefix of the enriched input; the jobs may read only under it."""
+    output_bucket: str | None = None
+    """Existing bucket for the outputs (`deduplicated/`, `shredded/`), imported by name; null: created."""
+    access_log_retention_days: int = 90
+    """Days the S3 server access logs are kept."""
+    job_log_retention_days: int = 30
+    """Days the EMR job logs are kept."""
+
+    def __post_init__(self) -> None:
+        for key, name in (("storage.input_bucket", self.input_bucket), ("storage.output_bucket", self.output_bucket)):
+            _check(name is None or bool(_BUCKET.fullmatch(name)), key, name, "null or an S3 bucket name")
+        _check(
+            bool(_PREFIX.fullmatch(self.input_prefix)),
+            "storage.input_prefix",
+            self.input_prefix,
+            "a key prefix ending in '/', e.g. \"enriched/\"",
+        )
+        for key, days in (
+            ("storage.access_log_retention_days", self.access_log_retention_days),
+            ("storage.job_log_retention_days", self.job_log_retention_days),
+        ):
+            _check(1 <= days <= 3650, key, days, "1 to 3650")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManifestConfig:
+    """The DynamoDB events manifest table."""
+
+    billing_mode: BillingMode = "on-demand"
+    """`on-demand` (pay per request) or `provisioned` (then give both capacities)."""
+    read_capacity: int | None = None
+    """Read capacity units when provisioned."""
+    write_capacity: int | None = None
+    """Write capacity units when provisioned."""
+
+    def __post_init__(self) -> None:
+        capacities = {"manifest.read_capacity": self.read_capacity, "manifest.write_capacity": self.write_capacity}
+        for key, units in capacities.items():
+            if self.billing_mode == "provisioned":
+                _check(units is not None and 1 <= units <= 40000, key, units, "1 to 40000 when provisioned")
+            else:
+                _check(units is None, key, units, "null (or leave it out) when billing_mode is on-demand")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmrConfig:
+    """The EMR Serverless Spark application and its job runs."""
+
+    release_label: str = "emr-spark-8.0.0"
+    """EMR release; must ship the Spark version of the local pyspark pin (see `EMR_SPARK_VERSIONS`)."""
+    architecture: Architecture = "X86_64"
+    """CPU architecture of the workers."""
+    max_vcpu: int = 32
+    """Application-wide cap on vCPUs (all running jobs together)."""
+    max_memory_gb: int = 128
+    """Application-wide cap on memory."""
+    max_disk_gb: int = 500
+    """Application-wide cap on disk."""
+    idle_timeout_minutes: int = 15
+    """The application stops after this many idle minutes (and starts again on the next job)."""
+    job_timeout_minutes: int = 120
+    """A job run is cancelled after this many minutes."""
+    python: str = "/usr/bin/python3.11"
+    """The Python the driver and executors run (the jobs need 3.11 or newer)."""
+    spark_conf: dict[str, str] = field(
+        default_factory=lambda: {
+            "spark.driver.cores": "2",
+            "spark.driver.memory": "4g",
+            "spark.executor.cores": "4",
+            "spark.executor.memory": "8g",
+        }
+    )
+    """Spark settings passed with spark-submit (`--conf k=v`): driver and executor sizes belong here."""
+
+    def __post_init__(self) -> None:
+        _check(
+            self.release_label in EMR_SPARK_VERSIONS,
+            "emr.release_label",
+            self.release_label,
+            ", ".join(EMR_SPARK_VERSIONS),
+        )
+        _check(1 <= self.max_vcpu <= 4000, "emr.max_vcpu", self.max_vcpu, "1 to 4000")
+        _check(1 <= self.max_memory_gb <= 20000, "emr.max_memory_gb", self.max_memory_gb, "1 to 20000")
+        _check(20 <= self.max_disk_gb <= 200000, "emr.max_disk_gb", self.max_disk_gb, "20 to 200000")
+        _check(
+            1 <= self.idle_timeout_minutes <= 10080, "emr.idle_timeout_minutes", self.idle_timeout_minutes, "1 to 10080"
+        )
+        # Since EMR 7.11 a batch job's timeout is at most 7 days and may not be 0; moto wants 5 or more.
+        _check(
+            5 <= self.job_timeout_minutes <= 10080, "emr.job_timeout_minutes", self.job_timeout_minutes, "5 to 10080"
+        )
+        _check(self.python.startswith("/"), "emr.python", self.python, "an absolute path, e.g. /usr/bin/python3.11")
+        bad = sorted(key for key in self.spark_conf if not key.startswith("spark."))
+        _check(not bad, "emr.spark_conf", bad, "keys starting 'spark.'")
+
+    @property
+    def spark_version(self) -> str:
+        """The Spark version the release ships."""
+        return EMR_SPARK_VERSIONS[self.release_label]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleConfig:
+    """The EventBridge Scheduler schedule that starts the pipeline."""
+
+    enabled: bool = False
+    """Whether the schedule starts runs (it exists either way, so it can be switched on in the console)."""
+    expression: str = "cron(0 3 * * ? *)"
+    """EventBridge Scheduler expression: `cron(...)` or `rate(...)`."""
+    timezone: str = "UTC"
+    """IANA time zone the cron expression is read in."""
+
+    def __post_init__(self) -> None:
+        _check(
+            bool(_SCHEDULE.fullmatch(self.expression)),
+            "schedule.expression",
+            self.expression,
+            'cron(...) or rate(...), e.g. "cron(0 3 * * ? *)"',
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineConfig:
+    """How a pipeline run behaves."""
+
+    timeout_minutes: int = 360
+    """The whole run (both jobs, retries included) fails after this many minutes."""
+    job_retries: int = 1
+    """How many times a failed job run is retried (the jobs are rerun-safe), 0 to 3."""
+
+    def __post_init__(self) -> None:
+        _check(10 <= self.timeout_minutes <= 10080, "pipeline.timeout_minutes", self.timeout_minutes, "10 to 10080")
+        _check(0 <= self.job_retries <= 3, "pipeline.job_retries", self.job_retries, "0 to 3")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlarmConfig:
+    """Who hears about failures."""
+
+    emails: tuple[str, ...] = ()
+    """Email addresses subscribed to the failure topic (each must confirm the subscription)."""
+
+    def __post_init__(self) -> None:
+        bad = [email for email in self.emails if not _EMAIL.fullmatch(email)]
+        _check(not bad, "alarm.emails", bad, "email addresses")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _EnvFile:
+    """The keys of `configs/<env>.json` besides `jobs` (which `JobConfig` validates)."""
+
+    account: str | None = None
+    region: str = "eu-west-1"
+    retain_data: bool = True
+    tags: dict[str, str] = field(default_factory=dict)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    manifest: ManifestConfig = field(default_factory=ManifestConfig)
+    emr: EmrConfig = field(default_factory=EmrConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    alarm: AlarmConfig = field(default_factory=AlarmConfig)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvConfig:
+    """One environment's validated config: what app.py turns into stacks."""
+
+    env: str
+    """The environment's name (the file's name): part of every stack name and tag."""
+    account: str | None = None
+    """AWS account id; null: the CLI's current account (`CDK_DEFAULT_ACCOUNT`), fine for dev only."""
+    region: str = "eu-west-1"
+    """AWS region."""
+    retain_data: bool = True
+    """Keep the table, buckets and logs when the stacks are destroyed (and protect the table from deletion)."""
+    tags: dict[str, str] = field(default_factory=dict)
+    """Extra tags on every resource (besides `project` and `env`)."""
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    manifest: ManifestConfig = field(default_factory=ManifestConfig)
+    emr: EmrConfig = field(default_factory=EmrConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    alarm: AlarmConfig = field(default_factory=AlarmConfig)
+    jobs: dict[str, Any] = field(default_factory=dict)
+    """The jobs' config section as written (validated as a `JobConfig`), deployed as `config.json`."""
+    job_config: JobConfig = field(default_factory=JobConfig)
+    """The same section, parsed."""
+
+    def __post_init__(self) -> None:
+        _check(
+            self.account is None or bool(_ACCOUNT.fullmatch(self.account)),
+            "account",
+            self.account,
+            "null or a 12-digit account id",
+        )
+        _check(bool(_REGION.fullmatch(self.region)), "region", self.region, "an AWS region, e.g. eu-west-1")
+        _check(
+            self.env == "dev" or self.account is not None,
+            "account",
+            self.account,
+            "an explicit 12-digit account id outside dev",
+        )
+        reserved = sorted({"project", "env"} & set(self.tags))
+        _check(not reserved, "tags", reserved, "any tag key but project and env (set by the app)")
+        # Run minutes must cover both jobs at their timeout, or a slow run is cut short by the state machine.
+        _check(
+            self.pipeline.timeout_minutes >= 2 * self.emr.job_timeout_minutes,
+            "pipeline.timeout_minutes",
+            self.pipeline.timeout_minutes,
+            f"at least 2 x emr.job_timeout_minutes ({2 * self.emr.job_timeout_minutes})",
+        )
+
+
+def load_config(env: str, config_dir: Path = CONFIG_DIR) -> EnvConfig:
+    """Load and validate `configs/<env>.json`.
+
+    Raises:
+        EnvConfigError: the env is not one of `ENVIRONMENTS`, or its file is missing, not JSON, or holds an
+            unknown key or a bad value (the message names the file and the key).
+    """
+    if env not in ENVIRONMENTS:
+        raise EnvConfigError(f"unknown env {env!r}; allowed: {', '.join(ENVIRONMENTS)}")
+    path = config_dir / f"{env}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EnvConfigError(f"env {env!r} has no config file {path}") from None
+    except json.JSONDecodeError as err:
+        raise EnvConfigError(f"{path} is not valid JSON: {err}") from None
+    try:
+        return config_from_data(env, data)
+    except InvalidConfigError as err:
+        raise EnvConfigError(f"{path}: {err}") from None
+
+
+def config_from_data(env: str, data: Any) -> EnvConfig:
+    """Validate parsed env config JSON (`load_config` without the file)."""
+    if not isinstance(data, dict):
+        raise EnvConfigError(f"expected an object, given {json.dumps(data)}")
+    infra = {key: value for key, value in data.items() if key != "jobs"}
+    jobs = data.get("jobs", {})
+    try:
+        parsed = config_from_dict(_EnvFile, infra)
+    except EnvConfigError:
+        raise
+    except InvalidConfigError as err:
+        allowed = "jobs, " + ", ".join(_EnvFile.__dataclass_fields__)
+        raise EnvConfigError(f"{err}" + ("" if "allowed" in str(err) else f"; allowed keys: {allowed}")) from None
+    try:
+        job_config = config_from_dict(JobConfig, jobs, "jobs")
+    except InvalidConfigError as err:
+        raise EnvConfigError(str(err)) from None
+    return EnvConfig(
+        env=env,
+        account=parsed.account,
+        region=parsed.region,
+        retain_data=parsed.retain_data,
+        tags=parsed.tags,
+        storage=parsed.storage,
+        manifest=parsed.manifest,
+        emr=parsed.emr,
+        schedule=parsed.schedule,
+        pipeline=parsed.pipeline,
+        alarm=parsed.alarm,
+        jobs=jobs,
+        job_config=job_config,
+    )

@@ -1,0 +1,1 @@
+"""The stacks, split by lifecycle: Storage (stateful), Processing (EMR + artifacts), Orchestration (runs)."""

@@ -1,0 +1,89 @@
+"""The orchestration stack: the pipeline state machine, its schedule, failure notifications and the dashboard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+from cdk.components.pipeline_monitoring import (
+    FailureTopic,
+    FailureTopicProps,
+    PipelineMonitoring,
+    PipelineMonitoringProps,
+)
+from cdk.components.pipeline_schedule import PipelineSchedule, PipelineScheduleProps
+from cdk.components.pipeline_state_machine import PipelineStateMachine, PipelineStateMachineProps
+from cdk.config import EnvConfig
+from cdk.naming import resource_names
+from cdk.stacks.processing_stack import DEDUP_PREFIX, SHRED_PREFIX, ProcessingStack
+
+
+class OrchestrationStack(Stack):
+    """Runs dedup then shred on a schedule or from the console, and tells someone when a run fails."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvConfig,
+        processing: ProcessingStack,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.add_stack_dependency(processing)
+        names = resource_names(config, self.account)
+        manifest_table = dynamodb.Table.from_table_name(self, "ManifestTable", names.manifest_table)
+        name = f"winnow-{config.env}"
+        self.failure_topic = FailureTopic(
+            self, "Failures", FailureTopicProps(name=f"{name} failures", emails=config.alarm.emails)
+        ).topic
+        self.pipeline = PipelineStateMachine(
+            self,
+            "Pipeline",
+            PipelineStateMachineProps(
+                name=name,
+                application_id=processing.spark.application_id,
+                job_runs_policy=processing.job_runs_policy,
+                execution_role=processing.execution_role,
+                entrypoint_uri=processing.artifacts.entrypoint_uri,
+                spark_submit_parameters=processing.spark_submit_parameters,
+                config_uri=processing.artifacts.config_uri,
+                input_bucket_name=names.input_bucket,
+                input_prefix=config.storage.input_prefix,
+                output_bucket_name=names.output_bucket,
+                dedup_prefix=DEDUP_PREFIX,
+                shred_prefix=SHRED_PREFIX,
+                manifest_table_name=names.manifest_table,
+                failure_topic=self.failure_topic,
+                job_timeout_minutes=config.emr.job_timeout_minutes,
+                job_retries=config.pipeline.job_retries,
+                timeout=Duration.minutes(config.pipeline.timeout_minutes),
+                retain_logs=config.retain_data,
+            ),
+        )
+        self.schedule = PipelineSchedule(
+            self,
+            "Schedule",
+            PipelineScheduleProps(
+                state_machine=self.pipeline.state_machine,
+                expression=config.schedule.expression,
+                timezone=config.schedule.timezone,
+                enabled=config.schedule.enabled,
+                description=f"Starts a {name} pipeline run",
+            ),
+        )
+        self.monitoring = PipelineMonitoring(
+            self,
+            "Monitoring",
+            PipelineMonitoringProps(
+                env=config.env,
+                dashboard_name=f"{name}-pipeline",
+                state_machine=self.pipeline.state_machine,
+                manifest_table=manifest_table,
+                alarm_topic=self.failure_topic,
+            ),
+        )

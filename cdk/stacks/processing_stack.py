@@ -1,0 +1,116 @@
+"""The processing stack: the EMR Serverless application, the job execution role and the job artifacts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from cdk.components.job_artifacts import JobArtifacts, JobArtifactsProps
+from cdk.components.job_execution_role import JobExecutionRole, JobExecutionRoleProps
+from cdk.components.pipeline_monitoring import METRICS_NAMESPACE
+from cdk.components.spark_application import SparkApplication, SparkApplicationProps
+from cdk.config import EnvConfig
+from cdk.naming import resource_names
+from cdk.stacks.storage_stack import StorageStack
+
+DEDUP_PREFIX = "deduplicated/"
+SHRED_PREFIX = "shredded/"
+JOB_LOG_PREFIX = "emr/"
+
+
+class ProcessingStack(Stack):
+    """Runs the packaged jobs: a Spark application, the role its job runs assume, and one artifacts version.
+
+    The storage stack's buckets and table are referred to by name (cdk/naming.py), deployed after it.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvConfig,
+        storage: StorageStack,
+        build_dir: Path,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.add_stack_dependency(storage)
+        names = resource_names(config, self.account)
+
+        def bucket(construct_id: str, name: str) -> s3.IBucket:
+            return s3.Bucket.from_bucket_name(self, construct_id, name)
+
+        input_bucket = bucket("InputBucket", names.input_bucket)
+        output_bucket = bucket("OutputBucket", names.output_bucket)
+        artifacts_bucket = bucket("ArtifactsBucket", names.artifacts_bucket)
+        job_logs_bucket = bucket("JobLogsBucket", names.job_logs_bucket)
+        manifest_table = dynamodb.Table.from_table_name(self, "ManifestTable", names.manifest_table)
+        emr = config.emr
+        self.spark = SparkApplication(
+            self,
+            "Spark",
+            SparkApplicationProps(
+                name=f"winnow-{config.env}",
+                release_label=emr.release_label,
+                architecture=emr.architecture,
+                max_vcpu=emr.max_vcpu,
+                max_memory_gb=emr.max_memory_gb,
+                max_disk_gb=emr.max_disk_gb,
+                idle_timeout_minutes=emr.idle_timeout_minutes,
+                log_bucket=job_logs_bucket,
+                log_prefix=JOB_LOG_PREFIX,
+            ),
+        )
+        self.artifacts = JobArtifacts(
+            self,
+            "Artifacts",
+            JobArtifactsProps(bucket=artifacts_bucket, build_dir=build_dir, job_config=config.jobs),
+        )
+        self.execution_role = JobExecutionRole(
+            self,
+            "JobRole",
+            JobExecutionRoleProps(
+                input_bucket=input_bucket,
+                input_prefix=config.storage.input_prefix,
+                output_bucket=output_bucket,
+                output_prefixes=(DEDUP_PREFIX, SHRED_PREFIX),
+                manifest_table=manifest_table,
+                artifacts_bucket=artifacts_bucket,
+                artifacts_prefix=self.artifacts.prefix,
+                log_bucket=job_logs_bucket,
+                log_prefix=JOB_LOG_PREFIX,
+                metrics_namespace=METRICS_NAMESPACE,
+            ),
+        ).role
+        self.job_runs_policy = self.spark.job_runs_policy(self.execution_role)
+        self.spark_submit_parameters = spark_submit_parameters(config, self.artifacts)
+
+
+def spark_submit_parameters(config: EnvConfig, artifacts: JobArtifacts) -> str:
+    """The spark-submit options of every job run: the package, the dependencies, Python, sizes from config."""
+    deps = artifacts.deps_dir
+    python = config.emr.python
+    conf = {
+        "spark.archives": f"{artifacts.deps_uri}#{deps}",
+        # The archive unpacks to ./deps in the driver's and each executor's working dir.
+        "spark.emr-serverless.driverEnv.PYTHONPATH": f"./{deps}",
+        "spark.executorEnv.PYTHONPATH": f"./{deps}",
+        "spark.emr-serverless.driverEnv.PYSPARK_PYTHON": python,
+        "spark.emr-serverless.driverEnv.PYSPARK_DRIVER_PYTHON": python,
+        "spark.executorEnv.PYSPARK_PYTHON": python,
+        # boto3 (config, manifest, metrics) finds its region in the environment: no instance metadata on EMR.
+        "spark.emr-serverless.driverEnv.AWS_REGION": config.region,
+        "spark.emr-serverless.driverEnv.AWS_DEFAULT_REGION": config.region,
+        "spark.executorEnv.AWS_REGION": config.region,
+        "spark.executorEnv.AWS_DEFAULT_REGION": config.region,
+        # For the entrypoint's metrics only; the jobs themselves read no settings from the environment.
+        "spark.emr-serverless.driverEnv.WINNOW_ENV": config.env,
+        **config.emr.spark_conf,
+    }
+    return " ".join([f"--py-files {artifacts.package_uri}", *(f"--conf {key}={value}" for key, value in conf.items())])

@@ -1,0 +1,71 @@
+"""The stateful stack: the manifest table and the buckets. Its lifecycle is the data's, not the code's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from cdk.components.manifest_table import ManifestTable, ManifestTableProps
+from cdk.components.secure_bucket import SecureBucket, SecureBucketProps
+from cdk.config import EnvConfig
+from cdk.naming import resource_names
+
+
+class StorageStack(Stack):
+    """Manifest table; input and output buckets (created, or existing ones imported by name); artifacts,
+    job-log and access-log buckets. In prod (`retain_data`) everything is RETAINed and the table is
+    protected from deletion. The other stacks refer to these by name (cdk/naming.py)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: EnvConfig, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        retain = config.retain_data
+        storage = config.storage
+        names = resource_names(config, self.account)
+        self.access_logs = SecureBucket(
+            self,
+            "AccessLogs",
+            SecureBucketProps(
+                bucket_name=names.access_logs_bucket,
+                retain=retain,
+                access_logs=None,
+                expire_after_days=storage.access_log_retention_days,
+            ),
+        ).bucket
+
+        def bucket(construct_id: str, name: str, existing: bool, **props: Any) -> s3.IBucket:
+            if existing:
+                return s3.Bucket.from_bucket_name(self, construct_id, name)
+            return SecureBucket(
+                self,
+                construct_id,
+                SecureBucketProps(
+                    bucket_name=name,
+                    retain=retain,
+                    access_logs=self.access_logs,
+                    access_log_prefix=f"{construct_id.lower()}/",
+                    **props,
+                ),
+            ).bucket
+
+        self.input_bucket = bucket("Input", names.input_bucket, storage.input_bucket is not None)
+        self.output_bucket = bucket("Output", names.output_bucket, storage.output_bucket is not None)
+        self.artifacts_bucket = bucket("Artifacts", names.artifacts_bucket, False, versioned=True)
+        self.job_logs_bucket = bucket(
+            "JobLogs", names.job_logs_bucket, False, expire_after_days=storage.job_log_retention_days
+        )
+        manifest = config.manifest
+        self.manifest_table: dynamodb.ITable = ManifestTable(
+            self,
+            "Manifest",
+            ManifestTableProps(
+                table_name=names.manifest_table,
+                retain=retain,
+                provisioned=None
+                if manifest.read_capacity is None or manifest.write_capacity is None
+                else (manifest.read_capacity, manifest.write_capacity),
+            ),
+        ).table

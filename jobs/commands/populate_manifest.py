@@ -1,0 +1,44 @@
+"""`python -m jobs populate-manifest`: back-fill the events manifest from historical enriched data."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from jobs.cli import add_run_options, run_spark_job
+from jobs.config import JobConfig
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "populate-manifest",
+        help="back-fill the events manifest from historical enriched events",
+        description="Record every distinct (event_id, fingerprint) of historical enriched events in the manifest, "
+        "so that the first dedup runs already see them. Idempotent for a given run id.",
+    )
+    parser.add_argument("--input", required=True, metavar="IN", help="a file or folder of enriched TSV, plain or .gz")
+    parser.add_argument(
+        "--manifest", metavar="URI", help="sqlite:PATH or dynamodb://TABLE; default: the config's manifest.uri"
+    )
+    parser.add_argument(
+        "--create", action="store_true", help="create the manifest first if it does not exist (local/dev)"
+    )
+    add_run_options(parser)
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from jobs.dedup import populate
+
+    def configure(config: JobConfig) -> JobConfig:
+        if args.manifest is None:
+            return config
+        return dataclasses.replace(config, manifest=dataclasses.replace(config.manifest, uri=args.manifest))
+
+    return run_spark_job(
+        args,
+        lambda spark, config, run_id, progress: populate.run(spark, config, args.input, run_id, progress, args.create),
+        populate.render,
+        configure,
+    )

@@ -1,0 +1,50 @@
+"""The events manifest (cross-batch dedup): one interface, a DynamoDB and an embedded SQLite backend."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlparse
+
+from jobs.errors import InvalidArgumentError
+from jobs.manifest.base import IdResult, Manifest, ManifestClient, ManifestError, ManifestStats
+
+__all__ = ["IdResult", "Manifest", "ManifestClient", "ManifestError", "ManifestStats", "open_manifest"]
+
+URI_FORMS = "sqlite:///abs/path.db, sqlite:relative/path.db or dynamodb://TABLE"
+
+
+def open_manifest(uri: str, concurrency: int = 16, max_attempts: int = 10) -> Manifest:
+    """The manifest a URI names. Nothing is contacted yet (see `Manifest.check`).
+
+    Raises:
+        InvalidArgumentError: the URI is of no known form.
+    """
+    parsed = urlparse(uri)
+    if parsed.scheme == "sqlite":
+        from jobs.manifest.sqlite import SqliteManifest
+
+        if uri.startswith("sqlite:///"):
+            path = uri.removeprefix("sqlite://")  # keeps the leading "/"
+        elif uri.startswith("sqlite://"):
+            path = ""  # sqlite://host/… names no local file
+        else:
+            path = uri.removeprefix("sqlite:")
+        if not path:
+            raise InvalidArgumentError(f"--manifest: given {uri!r}, which names no file; allowed: {URI_FORMS}")
+        return SqliteManifest(uri=uri, path=os.path.abspath(path))
+    if parsed.scheme == "dynamodb":
+        from jobs.manifest.dynamodb import DynamoDbManifest
+
+        if not parsed.netloc or parsed.path not in ("", "/"):
+            raise InvalidArgumentError(f"--manifest: given {uri!r}, which names no table; allowed: {URI_FORMS}")
+        import boto3
+
+        # Region and endpoint as the driver resolves them (AWS_REGION, AWS_ENDPOINT_URL, profile), so every
+        # executor talks to the same table; credentials are resolved by each executor itself.
+        session = boto3.session.Session()
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or os.environ.get("AWS_ENDPOINT_URL")
+        return DynamoDbManifest(
+            uri=uri, table=parsed.netloc, region=session.region_name, endpoint_url=endpoint,
+            concurrency=concurrency, max_attempts=max_attempts,
+        )  # fmt: skip
+    raise InvalidArgumentError(f"--manifest: given {uri!r}; allowed: {URI_FORMS}")

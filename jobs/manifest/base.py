@@ -1,0 +1,102 @@
+"""The events manifest: what every backend offers, and the figures it reports.
+
+The manifest remembers every (event_id, fingerprint) a run has delivered, with the run's time (`etl_time`,
+epoch seconds of the run id) and an expiry (`ttl` = etl_time + ttl_days * 86400). A put succeeds when the
+pair is new, was written by this same run (so a rerun passes its own earlier writes), or has expired; it
+fails when an earlier run delivered the pair: a cross-batch natural duplicate.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from jobs.errors import WinnowError
+
+SECONDS_PER_DAY = 86_400
+
+
+class ManifestError(WinnowError):
+    """The manifest is missing, misconfigured or unreachable: says what is wrong and how to fix it."""
+
+
+@dataclass
+class ManifestStats:
+    """What the manifest calls cost: summed over all executors into `summary.json`."""
+
+    requests: int = 0
+    puts: int = 0
+    queries: int = 0
+    conditional_failures: int = 0
+    retries: int = 0
+    throttles: int = 0
+    consumed_capacity: float = 0.0
+
+    def add(self, other: ManifestStats) -> ManifestStats:
+        return ManifestStats(**{name: getattr(self, name) + getattr(other, name) for name in self.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class IdResult:
+    """The manifest's answer for one event id of a batch.
+
+    `seen`: the fingerprints of this batch an earlier run already delivered (cross-batch natural copies).
+    `earlier_other`: an earlier run delivered this id with a fingerprint this batch does not have
+    (only looked up when cross-batch synthetic detection is on).
+    """
+
+    seen: frozenset[str] = field(default_factory=frozenset)
+    earlier_other: bool = False
+
+
+class ManifestClient(ABC):
+    """One connection to the manifest, used by one Python worker for many partitions."""
+
+    def __init__(self) -> None:
+        self.stats = ManifestStats()
+
+    @abstractmethod
+    def put(self, event_id: str, fingerprint: str, etl_time: int, ttl: int) -> bool:
+        """Record the pair; True when it is new, this run's own, or expired; False when an earlier run has it."""
+
+    @abstractmethod
+    def earlier_fingerprints(self, event_id: str, etl_time: int) -> set[str]:
+        """Fingerprints of `event_id` recorded by other runs and not expired at `etl_time`."""
+
+    def check_ids(
+        self, ids: Iterable[tuple[str, list[str]]], etl_time: int, ttl: int, detect_synthetic: bool
+    ) -> Iterable[tuple[str, list[str], IdResult]]:
+        """Check-and-set every (id, fingerprints) of a partition. Backends may override to batch or parallelize."""
+        for event_id, fingerprints in ids:
+            yield event_id, fingerprints, self.check_id(event_id, fingerprints, etl_time, ttl, detect_synthetic)
+
+    def check_id(
+        self, event_id: str, fingerprints: list[str], etl_time: int, ttl: int, detect_synthetic: bool
+    ) -> IdResult:
+        # Look before writing: afterwards this run's own writes would be among the answers (they are
+        # excluded by etl_time anyway, so a rerun, or Spark recomputing a task, gets the same answer).
+        earlier = self.earlier_fingerprints(event_id, etl_time) if detect_synthetic else set()
+        seen = frozenset(fp for fp in fingerprints if not self.put(event_id, fp, etl_time, ttl))
+        return IdResult(seen=seen, earlier_other=bool(earlier - set(fingerprints)))
+
+    def close(self) -> None:  # noqa: B027  (optional hook)
+        """Release connections."""
+
+
+class Manifest(ABC):
+    """A manifest location, checked on the driver; `spec` is what executors get to open their client."""
+
+    uri: str
+
+    @abstractmethod
+    def check(self) -> None:
+        """Verify the manifest is usable as is; raise ManifestError saying what is wrong and how to fix it."""
+
+    @abstractmethod
+    def create(self) -> None:
+        """Create the manifest (an explicit action: `--create`); a no-op when it exists and is right."""
+
+    @abstractmethod
+    def client(self) -> ManifestClient:
+        """A new client; called once per Python worker."""

@@ -1,0 +1,119 @@
+"""The embedded manifest: one SQLite file, for local runs. Same semantics as the DynamoDB table."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs.manifest.base import IdResult, Manifest, ManifestClient, ManifestError
+
+TABLE = "events_manifest"
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    event_id    TEXT    NOT NULL,
+    fingerprint TEXT    NOT NULL,
+    etl_time    INTEGER NOT NULL,
+    ttl         INTEGER NOT NULL,
+    PRIMARY KEY (event_id, fingerprint)
+) WITHOUT ROWID
+"""
+COLUMNS = [("event_id", "TEXT"), ("fingerprint", "TEXT"), ("etl_time", "INTEGER"), ("ttl", "INTEGER")]
+# Ids checked per transaction: several Spark tasks write at once, each holding the write lock briefly.
+IDS_PER_TRANSACTION = 500
+
+
+@dataclass(frozen=True)
+class SqliteManifest(Manifest):
+    """`sqlite:PATH`: a local file (relative paths from the current folder)."""
+
+    uri: str
+    path: str
+
+    def check(self) -> None:
+        if not Path(self.path).exists():
+            raise ManifestError(
+                f"manifest {self.uri}: {self.path} does not exist; run once with --create to make an empty one"
+            )
+        with self._connect() as db:
+            columns = [(row[1], row[2]) for row in db.execute(f"PRAGMA table_info({TABLE})")]
+        if columns != COLUMNS:
+            raise ManifestError(
+                f"manifest {self.uri}: {self.path} has no table {TABLE}({', '.join(c for c, _ in COLUMNS)}) "
+                f"(found columns {columns}); point --manifest at a Winnow manifest, or at a new file with --create"
+            )
+
+    def create(self) -> None:
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute(SCHEMA)
+
+    def client(self) -> ManifestClient:
+        return SqliteClient(self._connect())
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=120, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        return db
+
+
+class SqliteClient(ManifestClient):
+    def __init__(self, db: sqlite3.Connection) -> None:
+        super().__init__()
+        self.db = db
+
+    def put(self, event_id: str, fingerprint: str, etl_time: int, ttl: int) -> bool:
+        self.stats.requests += 1
+        self.stats.puts += 1
+        row = self.db.execute(
+            f"SELECT etl_time, ttl FROM {TABLE} WHERE event_id = ? AND fingerprint = ?", (event_id, fingerprint)
+        ).fetchone()
+        if row is not None and row[0] != etl_time and row[1] > etl_time:
+            self.stats.conditional_failures += 1
+            return False
+        self.db.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?)", (event_id, fingerprint, etl_time, ttl))
+        return True
+
+    def earlier_fingerprints(self, event_id: str, etl_time: int) -> set[str]:
+        self.stats.requests += 1
+        self.stats.queries += 1
+        rows = self.db.execute(
+            f"SELECT fingerprint FROM {TABLE} WHERE event_id = ? AND etl_time != ? AND ttl > ?",
+            (event_id, etl_time, etl_time),
+        )
+        return {row[0] for row in rows}
+
+    def check_ids(
+        self, ids: Iterable[tuple[str, list[str]]], etl_time: int, ttl: int, detect_synthetic: bool
+    ) -> Iterable[tuple[str, list[str], IdResult]]:
+        # Each id's look-up and writes happen inside one write transaction, so concurrent tasks cannot
+        # interleave between a check and its set; ids are grouped to keep the transactions few.
+        batch: list[tuple[str, list[str]]] = []
+        for item in ids:
+            batch.append(item)
+            if len(batch) == IDS_PER_TRANSACTION:
+                yield from self._transaction(batch, etl_time, ttl, detect_synthetic)
+                batch = []
+        yield from self._transaction(batch, etl_time, ttl, detect_synthetic)
+
+    def _transaction(
+        self, batch: list[tuple[str, list[str]]], etl_time: int, ttl: int, detect_synthetic: bool
+    ) -> list[tuple[str, list[str], IdResult]]:
+        if not batch:
+            return []
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            results = [
+                (event_id, fps, self.check_id(event_id, fps, etl_time, ttl, detect_synthetic))
+                for event_id, fps in batch
+            ]
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return results
+
+    def close(self) -> None:
+        self.db.close()

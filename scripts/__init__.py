@@ -1,0 +1,1 @@
+"""Build and release helpers (`make package`)."""

@@ -1,0 +1,121 @@
+"""Run the synthesized state machine in moto: EMR tasks swapped for stand-ins, everything else as deployed.
+
+moto's Step Functions interpreter cannot run `emr-serverless:startJobRun.sync`, so a test replaces each job
+task with a Pass state that keeps the task's Parameters (so the output shows exactly what EMR would get),
+or with a task that fails in moto, keeping the task's Retry and Catch.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from typing import Any
+
+import boto3
+import pytest
+from moto.core.config import DefaultConfig
+
+from tests.infra.conftest import Synthesized
+from tests.infra.helpers import state_machine_definition
+
+ACCOUNT = "123456789012"  # moto's account
+REGION = "eu-west-1"
+MOTO_CONFIG: DefaultConfig = {"stepfunctions": {"execute_state_machine": True}}
+"""moto's config switch that makes Step Functions executions actually run (its ASL interpreter)."""
+
+
+def iso_start_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Give `$$.Execution.StartTime` as AWS does, an ISO 8601 string (moto 5.2.5 puts a datetime there)."""
+    from datetime import UTC, datetime
+
+    from moto.stepfunctions.parser.asl.eval.states import ExecutionData
+    from moto.stepfunctions.parser.backend import execution_worker
+
+    original = ExecutionData
+
+    def execution_data(**fields: Any) -> Any:
+        start = fields.get("StartTime")
+        if isinstance(start, datetime):
+            fields["StartTime"] = start.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return original(**fields)
+
+    monkeypatch.setattr(execution_worker, "ExecutionData", execution_data)
+
+
+def resolve(function: str, argument: Any) -> str:
+    """Real-looking values for the definition's references (the failure topic is a real moto topic)."""
+    if function == "Ref":
+        return {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT}.get(
+            argument, f"arn:aws:sns:{REGION}:{ACCOUNT}:{argument}"
+        )
+    if function == "Fn::GetStackOutput":
+        return f"stand-in-{argument['OutputName']}"
+    return f"stand-in-{json.dumps(argument)}"
+
+
+def definition(synth: Synthesized) -> dict[str, Any]:
+    return state_machine_definition(synth.template("Orchestration"), resolve)
+
+
+def topic_name(asl: dict[str, Any]) -> str:
+    arn: str = asl["States"]["NotifyFailure"]["Parameters"]["TopicArn"]
+    return arn.rsplit(":", 1)[1]
+
+
+def as_pass(asl: dict[str, Any], state: str) -> dict[str, Any]:
+    """`asl` with the task `state` replaced by a Pass state with the same Parameters and ResultPath."""
+    task = asl["States"][state]
+    swapped = copy.deepcopy(asl)
+    swapped["States"][state] = {
+        "Type": "Pass",
+        "Parameters": task["Parameters"],
+        "ResultPath": task["ResultPath"],
+        **({"Next": task["Next"]} if "Next" in task else {"End": True}),
+    }
+    return swapped
+
+
+def as_failing_task(asl: dict[str, Any], state: str) -> dict[str, Any]:
+    """`asl` with the task `state` calling a missing DynamoDB table: it fails, is retried (interval cut to
+    1 s), then caught by the task's own Catch."""
+    task = asl["States"][state]
+    swapped = copy.deepcopy(asl)
+    swapped["States"][state] = {
+        **{key: task[key] for key in ("ResultPath", "Next", "Catch")},
+        "Type": "Task",
+        "Resource": "arn:aws:states:::dynamodb:getItem",
+        "Parameters": {"TableName": "no-such-table", "Key": {"eventId": {"S": "x"}}},
+        "Retry": [{**retry, "IntervalSeconds": 1} for retry in task["Retry"]],
+    }
+    return swapped
+
+
+def execute(asl: dict[str, Any], execution_input: dict[str, Any], timeout: float = 30) -> dict[str, Any]:
+    """Create the state machine in moto, run one execution to its end; describe_execution's answer."""
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    machine = sfn.create_state_machine(
+        name=f"winnow-test-{time.monotonic_ns()}",
+        definition=json.dumps(asl),
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/winnow-test",
+    )["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=machine, input=json.dumps(execution_input))["executionArn"]
+    deadline = time.monotonic() + timeout
+    while True:
+        described: dict[str, Any] = sfn.describe_execution(executionArn=execution)
+        if described["status"] != "RUNNING" or time.monotonic() > deadline:
+            return described
+        time.sleep(0.1)
+
+
+def states_entered(execution_arn: str) -> list[str]:
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    events = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+    return [e["stateEnteredEventDetails"]["name"] for e in events if "stateEnteredEventDetails" in e]
+
+
+def task_failures(execution_arn: str) -> int:
+    """How many task attempts failed (a retried task fails once per attempt)."""
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    events = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+    return sum(1 for e in events if e["type"] == "TaskFailed")

@@ -1,0 +1,72 @@
+"""Small helpers to read synthesized templates: render CloudFormation values, find resources, the ASL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aws_cdk.assertions import Template
+
+Resolver = Callable[[str, Any], str]
+
+
+def render(value: Any, resolve: Resolver | None = None) -> Any:
+    """A resolved CloudFormation value as plain data: `Fn::Join` joined, intrinsics rendered by `resolve`.
+
+    By default a reference renders as `${Name}` / `${Logical.Attr}` / `${Import:Stack:Output}`, readable
+    in assertions; the moto tests pass a resolver that gives real-looking ARNs.
+    """
+    resolve = resolve or _placeholder
+    if isinstance(value, list):
+        return [render(item, resolve) for item in value]
+    if isinstance(value, dict):
+        if len(value) == 1:
+            ((key, argument),) = value.items()
+            if key == "Fn::Join":
+                separator, parts = argument
+                return str(separator).join(str(render(part, resolve)) for part in parts)
+            if key in ("Ref", "Fn::GetAtt", "Fn::GetStackOutput", "Fn::ImportValue"):
+                return resolve(key, argument)
+        return {key: render(item, resolve) for key, item in value.items()}
+    return value
+
+
+def _placeholder(function: str, argument: Any) -> str:
+    if function == "Ref":
+        return f"${{{argument}}}"
+    if function == "Fn::GetAtt":
+        return f"${{{argument[0]}.{argument[1]}}}"
+    if function == "Fn::GetStackOutput":
+        return f"${{Import:{argument['StackName']}:{argument['OutputName']}}}"
+    return f"${{Import:{argument}}}"
+
+
+def resources(template: Template, type_name: str) -> dict[str, dict[str, Any]]:
+    """The resources of one type, by logical id, properties rendered."""
+    found: Mapping[str, Any] = template.find_resources(type_name)
+    return {logical_id: render(resource) for logical_id, resource in found.items()}
+
+
+def only(template: Template, type_name: str) -> dict[str, Any]:
+    """The one resource of a type (fails when there are none or several)."""
+    found = resources(template, type_name)
+    assert len(found) == 1, f"expected one {type_name}, found {sorted(found)}"
+    return next(iter(found.values()))
+
+
+def policy_statements(template: Template, logical_id_prefix: str) -> list[dict[str, Any]]:
+    """Every statement of the IAM policies (inline or managed) whose logical id starts with the prefix."""
+    statements: list[dict[str, Any]] = []
+    for type_name in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+        for logical_id, resource in resources(template, type_name).items():
+            if logical_id.startswith(logical_id_prefix):
+                statements.extend(resource["Properties"]["PolicyDocument"]["Statement"])
+    return statements
+
+
+def state_machine_definition(template: Template, resolve: Resolver | None = None) -> dict[str, Any]:
+    """The state machine's ASL, parsed (its DefinitionString is an Fn::Join of text and references)."""
+    (machine,) = template.find_resources("AWS::StepFunctions::StateMachine").values()
+    definition: dict[str, Any] = json.loads(render(machine["Properties"]["DefinitionString"], resolve))
+    return definition

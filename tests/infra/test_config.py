@@ -1,0 +1,109 @@
+"""The env configs: every file validates, errors name what was given and what is allowed, versions pair up."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdk.config import CONFIG_DIR, EMR_SPARK_VERSIONS, ENVIRONMENTS, EnvConfigError, config_from_data, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB_CONFIGS = {"local.json"}  # job configs for local runs, not environments
+
+
+def dev_data(**changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((CONFIG_DIR / "dev.json").read_text(encoding="utf-8"))
+    data.update(changes)
+    return data
+
+
+def test_every_env_file_is_an_environment_and_loads() -> None:
+    env_files = {path.stem for path in CONFIG_DIR.glob("*.json") if path.name not in JOB_CONFIGS}
+    assert env_files == set(ENVIRONMENTS)
+    for env in ENVIRONMENTS:
+        assert load_config(env).env == env
+
+
+def test_unknown_env_lists_the_allowed_ones() -> None:
+    with pytest.raises(EnvConfigError, match=r"unknown env 'qa'; allowed: dev, prod"):
+        load_config("qa")
+
+
+def test_unknown_key_lists_the_allowed_keys() -> None:
+    with pytest.raises(EnvConfigError, match=r"unknown key 'regoin'; allowed keys: account, alarm, emr, "):
+        config_from_data("dev", dev_data(regoin="eu-west-1"))
+    with pytest.raises(EnvConfigError, match=r"unknown key 'emr.max_cpu'; allowed keys in emr: architecture, "):
+        config_from_data("dev", dev_data(emr={"max_cpu": 4}))
+
+
+def test_a_bad_job_key_fails_at_synth_time() -> None:
+    with pytest.raises(EnvConfigError, match=r"jobs.dedup.synthetic: given \"first\"; allowed: reid, quarantine"):
+        config_from_data("dev", dev_data(jobs={"dedup": {"synthetic": "first"}}))
+    with pytest.raises(EnvConfigError, match=r"unknown key 'jobs.dedupe'"):
+        config_from_data("dev", dev_data(jobs={"dedupe": {}}))
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"manifest": {"billing_mode": "provisioned"}}, r"manifest.read_capacity: given null; allowed: 1 to 40000"),
+        ({"manifest": {"read_capacity": 5}}, r"manifest.read_capacity: given 5; allowed: null .* on-demand"),
+        (
+            {"manifest": {"billing_mode": "free"}},
+            r"manifest.billing_mode: given \"free\"; allowed: on-demand, provisioned",
+        ),
+        ({"emr": {"release_label": "emr-6.15.0"}}, r"emr.release_label: given \"emr-6.15.0\"; allowed: emr-7.12.0"),
+        ({"emr": {"spark_conf": {"driver.memory": "4g"}}}, r"emr.spark_conf: given \[\"driver.memory\"\]"),
+        ({"emr": {"job_timeout_minutes": 0}}, r"emr.job_timeout_minutes: given 0; allowed: 5 to 10080"),
+        ({"schedule": {"expression": "0 3 * * *"}}, r"schedule.expression: given \"0 3 \* \* \*\"; allowed: cron"),
+        ({"storage": {"input_prefix": "enriched"}}, r"storage.input_prefix: given \"enriched\"; allowed: a key prefix"),
+        ({"storage": {"input_bucket": "Bad_Bucket"}}, r"storage.input_bucket: given \"Bad_Bucket\""),
+        ({"alarm": {"emails": ["ops"]}}, r"alarm.emails: given \[\"ops\"\]; allowed: email addresses"),
+        ({"account": "12345"}, r"account: given \"12345\"; allowed: null or a 12-digit account id"),
+        ({"tags": {"env": "x"}}, r"tags: given \[\"env\"\]"),
+        ({"pipeline": {"timeout_minutes": 60}}, r"pipeline.timeout_minutes: given 60; allowed: at least 2 x"),
+        ({"retain_data": "yes"}, r"retain_data: given \"yes\"; allowed: true or false"),
+    ],
+)
+def test_bad_values_name_the_key_the_value_and_what_is_allowed(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(EnvConfigError, match=message):
+        config_from_data("dev", dev_data(**changes))
+
+
+def test_outside_dev_the_account_is_explicit() -> None:
+    data = json.loads((CONFIG_DIR / "prod.json").read_text(encoding="utf-8"))
+    data["account"] = None
+    with pytest.raises(EnvConfigError, match=r"account: given null; allowed: an explicit 12-digit account id"):
+        config_from_data("prod", data)
+
+
+def test_load_config_names_the_file() -> None:
+    with pytest.raises(EnvConfigError, match=r"dev.json: unknown key 'x'"):
+        load_config("dev", config_dir=_write_config({"x": 1}))
+
+
+def _write_config(data: dict[str, Any]) -> Path:
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp())
+    (folder / "dev.json").write_text(json.dumps(data), encoding="utf-8")
+    return folder
+
+
+def test_prod_retains_data_and_runs_on_schedule_dev_does_neither() -> None:
+    prod, dev = load_config("prod"), load_config("dev")
+    assert (prod.retain_data, prod.schedule.enabled) == (True, True)
+    assert (dev.retain_data, dev.schedule.enabled) == (False, False)
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+def test_emr_release_ships_the_spark_of_the_local_pyspark_pin(env: str) -> None:
+    """The release label and `pyspark==` in requirements.txt are one pair (and the venv has that pyspark)."""
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", (ROOT / "requirements.txt").read_text(encoding="utf-8"), re.M))
+    spark = EMR_SPARK_VERSIONS[load_config(env).emr.release_label]
+    assert (spark, spark) == (pins["pyspark"], version("pyspark"))

@@ -1,0 +1,97 @@
+"""Contract: the arguments the state machine gives the EMR entry point parse with the jobs' own command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from jobs.cli import build_parser
+from tests.infra import flow
+from tests.infra.conftest import Synthesized
+
+CONSOLE_INPUT = {"runId": "2026-11-22-03-00-00", "inputPrefix": "enriched/2026/11/22/"}
+"""The example console input of README "Deploy"."""
+
+
+@pytest.fixture(scope="module")
+def entry_point_arguments(dev: Synthesized) -> Iterator[dict[str, list[str]]]:
+    """The EntryPointArguments of both job runs, rendered by executing the flow (EMR tasks as Pass states)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "t",
+            "AWS_SECRET_ACCESS_KEY": "t",
+            "AWS_DEFAULT_REGION": flow.REGION,
+        }.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+        flow.iso_start_time(monkeypatch)
+        with mock_aws(config=flow.MOTO_CONFIG):
+            asl = flow.as_pass(flow.as_pass(flow.definition(dev), "Dedup"), "Shred")
+            described = flow.execute(asl, CONSOLE_INPUT)
+    assert described["status"] == "SUCCEEDED", described
+    jobs: dict[str, Any] = json.loads(described["output"])["jobs"]
+    yield {job: jobs[job]["JobDriver"]["SparkSubmit"]["EntryPointArguments"] for job in ("dedup", "shred")}
+
+
+def job_options(job: str) -> set[str] | None:
+    """The option strings of a job's parser, or None when the job is not registered (yet)."""
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    sub = subparsers.choices.get(job)
+    return None if sub is None else {option for action in sub._actions for option in action.option_strings}
+
+
+def test_dedup_arguments_parse_with_the_jobs_command_line(
+    entry_point_arguments: dict[str, list[str]], dev: Synthesized
+) -> None:
+    options = job_options("dedup")
+    assert options is not None
+    if "--manifest" not in options:
+        pytest.skip("dedup --manifest (the DynamoDB manifest) is not implemented yet (issue 3)")
+    args = build_parser().parse_args(entry_point_arguments["dedup"])
+    version = dev.pipeline.processing.artifacts.version
+    bucket = f"{flow.ACCOUNT}-{flow.REGION}"
+    assert (args.job, args.input, args.output, args.run_id) == (
+        "dedup",
+        f"s3://winnow-dev-input-{bucket}/enriched/2026/11/22/",
+        f"s3://winnow-dev-output-{bucket}/deduplicated",
+        "2026-11-22-03-00-00",
+    )
+    assert args.config == f"s3://winnow-dev-artifacts-{bucket}/jobs/{version}/config.json"
+    assert args.manifest == "dynamodb://winnow-dev-manifest"
+
+
+def test_shred_arguments_parse_with_the_jobs_command_line(
+    entry_point_arguments: dict[str, list[str]], dev: Synthesized
+) -> None:
+    if job_options("shred") is None:
+        pytest.skip("the shred job is not implemented yet (issue 4)")
+    args = build_parser().parse_args(entry_point_arguments["shred"])
+    bucket = f"{flow.ACCOUNT}-{flow.REGION}"
+    assert (args.job, args.input, args.output, args.run_id) == (
+        "shred",
+        f"s3://winnow-dev-output-{bucket}/deduplicated/run=2026-11-22-03-00-00/good",
+        f"s3://winnow-dev-output-{bucket}/shredded",
+        "2026-11-22-03-00-00",
+    )
+    assert args.config.endswith(f"/jobs/{dev.pipeline.processing.artifacts.version}/config.json")
+
+
+def test_the_rendered_arguments_are_the_documented_command_lines(entry_point_arguments: dict[str, list[str]]) -> None:
+    """Independent of which jobs exist yet: the option names and order of DESIGN §3."""
+    dedup, shred = entry_point_arguments["dedup"], entry_point_arguments["shred"]
+    assert [dedup[i] for i in (0, 1, 3, 5, 7, 9)] == [
+        "dedup",
+        "--input",
+        "--output",
+        "--run-id",
+        "--config",
+        "--manifest",
+    ]
+    assert [shred[i] for i in (0, 1, 3, 5, 7)] == ["shred", "--input", "--output", "--run-id", "--config"]
+    assert (len(dedup), len(shred)) == (11, 9)

@@ -1,0 +1,60 @@
+"""cdk-nag AwsSolutions: no unacknowledged finding in any env; cfn-lint: no error in any template."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import aws_cdk as cdk
+import cdk_nag
+import pytest
+from aws_cdk import aws_s3 as s3
+
+from cdk.nag import acknowledge
+from tests.infra.conftest import Synthesized
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_no_unacknowledged_aws_solutions_finding(synthesized: dict[str, Synthesized], env: str) -> None:
+    synth = synthesized[env]
+    report = synth.validation_report()
+    violations = [v for plugin in report["pluginReports"] for v in plugin["violations"]]  # type: ignore[attr-defined]
+    assert (synth.nag_error, violations) == (None, [])
+
+
+def test_the_nag_harness_reports_a_finding_and_an_exact_acknowledgement_clears_only_it(tmp_path: Path) -> None:
+    """The same set-up as the real synth catches a plain bucket (so a pass above means something)."""
+    app = cdk.App(outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Probe")
+    bucket = s3.Bucket(stack, "Plain")
+    acknowledge(bucket, "S1", "probe: access logs deliberately off")
+    cdk.Validations.of(app).add_plugins(cdk_nag.AwsSolutionsChecks(app, verbose=False))
+    with pytest.raises(RuntimeError, match="ValidationFailed"):
+        app.synth()
+    report = json.loads((tmp_path / "validation-report.json").read_text(encoding="utf-8"))
+    rules = {v["ruleName"] for plugin in report["pluginReports"] for v in plugin["violations"]}
+    assert "AwsSolutions-S10" in rules  # no TLS enforcement
+    assert "AwsSolutions-S1" not in rules  # acknowledged
+
+
+def test_acknowledgements_need_a_reason() -> None:
+    with pytest.raises(ValueError, match="reason"):
+        acknowledge(cdk.Stack(cdk.App(), "Empty"), "S1", " ")
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_cfn_lint_finds_no_error(synthesized: dict[str, Synthesized], env: str) -> None:
+    templates = sorted(str(path) for path in synthesized[env].outdir.glob("*.template.json"))
+    assert len(templates) == 3
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", "--", *templates],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    findings = json.loads(result.stdout or "[]")
+    errors = [f"{f['Rule']['Id']} {f['Filename']}: {f['Message']}" for f in findings if f["Level"] == "Error"]
+    assert errors == []
+    assert result.returncode in (0, 4, 8, 12), result.stderr  # 2 would mean an error

@@ -1,0 +1,175 @@
+"""The Orchestration stack: the state machine's shape and IAM, the schedule, the alarm and the dashboard."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.infra.conftest import Synthesized
+from tests.infra.helpers import only, policy_statements, resources, state_machine_definition
+
+SYNC = "arn:aws:states:::emr-serverless:startJobRun.sync"
+
+
+def definition(synth: Synthesized) -> dict[str, Any]:
+    return state_machine_definition(synth.template("Orchestration"))
+
+
+def test_flow_works_out_the_run_then_dedup_then_shred(dev: Synthesized) -> None:
+    asl = definition(dev)
+    order, state = [], asl["StartAt"]
+    while state:
+        order.append(state)
+        state = asl["States"][state].get("Next")
+    assert order == ["Defaults", "MergeInput", "RunIdFromTime", "Run", "JobArguments", "Dedup", "Shred", "Succeeded"]
+    assert asl["TimeoutSeconds"] == 180 * 60
+
+
+def test_run_id_comes_from_the_scheduled_time_unless_given(dev: Synthesized) -> None:
+    states = definition(dev)["States"]
+    assert states["Defaults"]["Parameters"] == {
+        "given.$": "$",
+        "defaults": {"scheduledTime.$": "$$.Execution.StartTime", "inputPrefix": "enriched/"},
+    }
+    split = "States.StringSplit($.run.scheduledTime, '-T:.Z')"
+    fields = ", ".join(f"States.ArrayGetItem({split}, {i})" for i in range(6))
+    assert states["RunIdFromTime"]["Parameters"]["defaults"] == {
+        "runId.$": f"States.Format('{{}}-{{}}-{{}}-{{}}-{{}}-{{}}', {fields})"
+    }
+    assert states["Run"]["Parameters"]["run.$"] == "States.JsonMerge($.defaults, $.given, false)"
+
+
+def test_job_tasks_run_the_packaged_jobs_with_retries_and_a_catch(dev: Synthesized) -> None:
+    states = definition(dev)["States"]
+    version = dev.pipeline.processing.artifacts.version
+    base = f"s3://winnow-dev-artifacts-${{AWS::AccountId}}-eu-west-1/jobs/{version}"
+    for name, job in (("Dedup", "dedup"), ("Shred", "shred")):
+        task = states[name]
+        assert task["Resource"] == SYNC
+        params = task["Parameters"]
+        assert params["ApplicationId"].startswith("${Import:Winnow-dev-Processing:")
+        assert "SparkApplication" in params["ApplicationId"] and "JobRole" in params["ExecutionRoleArn"]
+        assert params["Name.$"] == f"States.Format('{job}-{{}}', $.run.runId)"
+        assert params["ClientToken.$"] == "States.UUID()"
+        assert params["ExecutionTimeoutMinutes"] == 60
+        assert params["JobDriver"]["SparkSubmit"]["EntryPoint"] == f"{base}/emr_main.py"
+        assert params["JobDriver"]["SparkSubmit"]["EntryPointArguments.$"] == f"$.args.{job}"
+        assert params["JobDriver"]["SparkSubmit"]["SparkSubmitParameters"].startswith(
+            f"--py-files {base}/winnow_jobs.zip --conf spark.archives={base}/deps.tar.gz#deps"
+        )
+        assert task["ResultPath"] == f"$.jobs.{job}"
+        assert task["Retry"] == [
+            {"ErrorEquals": ["States.TaskFailed"], "IntervalSeconds": 120, "MaxAttempts": 1, "BackoffRate": 2}
+        ]
+        assert task["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "NotifyFailure"}]
+
+
+def test_failure_notifies_the_topic_and_fails_with_the_cause(dev: Synthesized) -> None:
+    states = definition(dev)["States"]
+    notify = states["NotifyFailure"]
+    assert notify["Resource"] == "arn:${AWS::Partition}:states:::sns:publish"
+    assert notify["Parameters"]["TopicArn"].startswith("${FailuresTopic")
+    assert notify["Parameters"]["Message"] == {
+        "pipeline": "winnow-dev",
+        "execution.$": "$$.Execution.Id",
+        "run.$": "$.run",
+        "error.$": "$.error.Error",
+        "cause.$": "$.error.Cause",
+    }
+    assert (notify["ResultPath"], notify["Next"]) == (None, "Failed")
+    assert states["Failed"] == {"Type": "Fail", "ErrorPath": "$.error.Error", "CausePath": "$.error.Cause"}
+
+
+def test_state_machine_logs_all_traces_and_uses_the_job_runs_policy(dev: Synthesized) -> None:
+    template = dev.template("Orchestration")
+    machine = only(template, "AWS::StepFunctions::StateMachine")["Properties"]
+    assert machine["StateMachineType"] == "STANDARD"
+    assert machine["TracingConfiguration"] == {"Enabled": True}
+    assert machine["LoggingConfiguration"]["Level"] == "ALL"
+    assert machine["LoggingConfiguration"]["IncludeExecutionData"] is True
+    (log_group,) = resources(template, "AWS::Logs::LogGroup").values()
+    assert log_group["Properties"]["LogGroupName"] == "/aws/vendedlogs/states/winnow-dev-pipeline"
+    (role,) = [r for k, r in resources(template, "AWS::IAM::Role").items() if k.startswith("PipelineStateMachine")]
+    assert role["Properties"]["ManagedPolicyArns"] == [
+        "${Import:Winnow-dev-Processing:" + role["Properties"]["ManagedPolicyArns"][0].split(":")[-1]
+    ]
+    assert "SparkJobRunsPolicy" in role["Properties"]["ManagedPolicyArns"][0]
+    inline = policy_statements(template, "PipelineStateMachineRole")
+    sns_publish = [s for s in inline if s["Action"] == "sns:Publish"]
+    assert sns_publish == [{"Action": "sns:Publish", "Effect": "Allow", "Resource": sns_publish[0]["Resource"]}]
+    assert sns_publish[0]["Resource"].startswith("${FailuresTopic")
+    assert not [s for s in inline if str(s["Action"]).startswith(("emr-serverless", "iam:"))]
+
+
+def test_schedule_passes_the_scheduled_time_and_is_on_in_prod_only(dev: Synthesized, prod: Synthesized) -> None:
+    for synth, state in ((dev, "DISABLED"), (prod, "ENABLED")):
+        schedule = only(synth.template("Orchestration"), "AWS::Scheduler::Schedule")["Properties"]
+        assert schedule["State"] == state
+        assert schedule["ScheduleExpression"] == "cron(0 3 * * ? *)"
+        assert schedule["ScheduleExpressionTimezone"] == "UTC"
+        assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
+        assert json.loads(schedule["Target"]["Input"]) == {"scheduledTime": "<aws.scheduler.scheduled-time>"}
+        assert schedule["Target"]["Arn"].startswith("${PipelineStateMachine")
+
+
+def test_alarm_on_unsuccessful_executions_notifies_the_topic(dev: Synthesized) -> None:
+    alarm = only(dev.template("Orchestration"), "AWS::CloudWatch::Alarm")["Properties"]
+    assert (alarm["Threshold"], alarm["EvaluationPeriods"]) == (1, 1)
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert alarm["AlarmActions"][0].startswith("${FailuresTopic")
+    metrics = {m["Id"]: m for m in alarm["Metrics"]}
+    assert metrics["expr_1"]["Expression"] == "failed + timedOut + aborted"
+    assert {metrics[i]["MetricStat"]["Metric"]["MetricName"] for i in ("failed", "timedOut", "aborted")} == {
+        "ExecutionsFailed",
+        "ExecutionsTimedOut",
+        "ExecutionsAborted",
+    }
+
+
+def test_dashboard_shows_durations_duplicates_and_manifest_throttles(dev: Synthesized) -> None:
+    dashboard = only(dev.template("Orchestration"), "AWS::CloudWatch::Dashboard")["Properties"]
+    assert dashboard["DashboardName"] == "winnow-dev-pipeline"
+    body = json.loads(dashboard["DashboardBody"])
+    titles = [widget["properties"]["title"] for widget in body["widgets"]]
+    assert titles == [
+        "Pipeline executions",
+        "Job durations (seconds)",
+        "Duplicates found (dedup)",
+        "Manifest throttles",
+    ]
+    metrics = json.dumps(body, separators=(",", ":"))
+    for expected in (
+        '"Winnow","DurationSeconds","Env","dev","Job","dedup"',
+        '"Winnow","Duplicates","Env","dev"',
+        '"AWS/DynamoDB","WriteThrottleEvents","TableName","winnow-dev-manifest"',
+    ):
+        assert expected in metrics
+
+
+def test_topic_enforces_tls_and_prod_subscribes_the_alarm_emails(dev: Synthesized, prod: Synthesized) -> None:
+    (policy,) = resources(dev.template("Orchestration"), "AWS::SNS::TopicPolicy").values()
+    (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert (deny["Effect"], deny["Condition"]) == ("Deny", {"Bool": {"aws:SecureTransport": "false"}})
+    assert resources(dev.template("Orchestration"), "AWS::SNS::Subscription") == {}
+    (subscription,) = resources(prod.template("Orchestration"), "AWS::SNS::Subscription").values()
+    assert (subscription["Properties"]["Protocol"], subscription["Properties"]["Endpoint"]) == (
+        "email",
+        "data-platform-alerts@example.com",
+    )
+
+
+def test_every_stack_is_named_and_every_taggable_resource_tagged(synthesized: dict[str, Synthesized]) -> None:
+    for env, synth in synthesized.items():
+        tagged = 0
+        for part in ("Storage", "Processing", "Orchestration"):
+            assert getattr(synth.pipeline, part.lower()).stack_name == f"Winnow-{env}-{part}"
+            for logical_id, resource in synth.template(part).to_json()["Resources"].items():
+                tags = resource.get("Properties", {}).get("Tags")
+                if isinstance(tags, list):
+                    tagged += 1
+                    pairs = {tag["Key"]: tag["Value"] for tag in tags}
+                    assert (pairs["project"], pairs["env"], pairs["owner"]) == ("winnow", env, "data-platform"), (
+                        logical_id
+                    )
+        assert tagged >= 10

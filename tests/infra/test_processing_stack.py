@@ -1,0 +1,201 @@
+"""The Processing stack: the EMR Serverless application, the job role's least privilege, versioned artifacts."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdk.artifact_layout import BUILD_FILES, CONFIG
+from cdk.components.job_artifacts import artifacts_version
+from cdk.errors import ArtifactsNotBuiltError
+from tests.infra.conftest import Synthesized
+from tests.infra.helpers import only, policy_statements, resources
+
+ACCOUNT = "${AWS::AccountId}"  # dev names no account
+
+
+def s3_arn(purpose: str, key: str | None = None) -> str:
+    bucket = f"arn:aws:s3:::winnow-dev-{purpose}-{ACCOUNT}-eu-west-1"
+    return bucket if key is None else f"{bucket}/{key}"
+
+
+def version_of(dev: Synthesized) -> str:
+    return dev.pipeline.processing.artifacts.version
+
+
+def test_spark_application_release_capacity_autostart_autostop(dev: Synthesized) -> None:
+    app = only(dev.template("Processing"), "AWS::EMRServerless::Application")["Properties"]
+    assert {key: app[key] for key in app if key != "Tags"} == {
+        "Name": "winnow-dev",
+        "Type": "SPARK",
+        "ReleaseLabel": "emr-spark-8.0.0",
+        "Architecture": "X86_64",
+        "AutoStartConfiguration": {"Enabled": True},
+        "AutoStopConfiguration": {"Enabled": True, "IdleTimeoutMinutes": 10},
+        "MaximumCapacity": {"Cpu": "16 vCPU", "Memory": "64 GB", "Disk": "200 GB"},
+        "MonitoringConfiguration": {
+            "S3MonitoringConfiguration": {"LogUri": f"s3://winnow-dev-job-logs-{ACCOUNT}-eu-west-1/emr/"}
+        },
+    }
+    assert "InitialCapacity" not in app  # nothing pre-initialized: nothing billed while idle
+
+
+def test_job_role_is_assumed_by_emr_serverless_only(dev: Synthesized) -> None:
+    roles = resources(dev.template("Processing"), "AWS::IAM::Role")
+    (job_role,) = [role for logical_id, role in roles.items() if logical_id.startswith("JobRole")]
+    assert job_role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
+        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "emr-serverless.amazonaws.com"}}
+    ]
+    assert "ManagedPolicyArns" not in job_role["Properties"]
+
+
+def test_job_role_has_exactly_the_statements_the_jobs_need(dev: Synthesized) -> None:
+    statements = policy_statements(dev.template("Processing"), "JobRole")  # CDK sorts the actions
+    prefix = f"jobs/{version_of(dev)}/*"
+    assert statements == [
+        {"Sid": "ReadInput", "Action": "s3:GetObject", "Effect": "Allow", "Resource": s3_arn("input", "enriched*")},
+        {
+            "Sid": "WriteOutput",
+            "Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+            "Effect": "Allow",
+            "Resource": [s3_arn("output", "deduplicated*"), s3_arn("output", "shredded*")],
+        },
+        {"Sid": "ReadArtifacts", "Action": "s3:GetObject", "Effect": "Allow", "Resource": s3_arn("artifacts", prefix)},
+        {"Sid": "WriteLogs", "Action": "s3:PutObject", "Effect": "Allow", "Resource": s3_arn("job-logs", "emr/*")},
+        {
+            "Sid": "Manifest",
+            "Action": ["dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive", "dynamodb:PutItem", "dynamodb:Query"],
+            "Effect": "Allow",
+            "Resource": f"arn:aws:dynamodb:eu-west-1:{ACCOUNT}:table/winnow-dev-manifest",
+        },
+        {
+            "Sid": "ListData",
+            "Action": "s3:ListBucket",
+            "Effect": "Allow",
+            "Resource": [s3_arn("input"), s3_arn("output")],
+        },
+        {
+            "Sid": "PutJobMetrics",
+            "Action": "cloudwatch:PutMetricData",
+            "Condition": {"StringEquals": {"cloudwatch:namespace": "Winnow"}},
+            "Effect": "Allow",
+            "Resource": "*",
+        },
+    ]
+
+
+def test_imported_buckets_are_used_by_name(build_dir: Path, tmp_path: Path) -> None:
+    """Existing input/output buckets are imported, not created, and the job role is scoped to them."""
+    from cdk.config import config_from_data
+    from tests.infra.conftest import synthesize
+
+    data = json.loads((Path(__file__).resolve().parents[2] / "configs" / "dev.json").read_text(encoding="utf-8"))
+    data["storage"].update(input_bucket="acme-enriched", output_bucket="acme-warehouse", input_prefix="good/")
+    synth = synthesize(config_from_data("dev", data), build_dir, tmp_path)
+    created = {b["Properties"]["BucketName"] for b in resources(synth.template("Storage"), "AWS::S3::Bucket").values()}
+    assert not {"acme-enriched", "acme-warehouse"} & created
+    assert len(created) == 3
+    by_sid = {s["Sid"]: s for s in policy_statements(synth.template("Processing"), "JobRole")}
+    assert by_sid["ReadInput"]["Resource"] == "arn:aws:s3:::acme-enriched/good*"
+    assert by_sid["WriteOutput"]["Resource"] == [
+        "arn:aws:s3:::acme-warehouse/deduplicated*",
+        "arn:aws:s3:::acme-warehouse/shredded*",
+    ]
+    assert by_sid["ListData"]["Resource"] == ["arn:aws:s3:::acme-enriched", "arn:aws:s3:::acme-warehouse"]
+    assert synth.nag_error is None
+
+
+def test_job_runs_policy_is_scoped_to_the_application_and_the_job_role(dev: Synthesized) -> None:
+    (policy,) = resources(dev.template("Processing"), "AWS::IAM::ManagedPolicy").values()
+    app, role = "${SparkApplicationB8D0239C.Arn}", "${JobRoleA8EE24A2.Arn}"
+    assert policy["Properties"]["PolicyDocument"]["Statement"] == [
+        {"Sid": "StartJobRun", "Action": "emr-serverless:StartJobRun", "Effect": "Allow", "Resource": app},
+        {
+            "Sid": "WatchJobRuns",
+            "Action": ["emr-serverless:CancelJobRun", "emr-serverless:GetJobRun", "emr-serverless:TagResource"],
+            "Effect": "Allow",
+            "Resource": f"{app}/jobruns/*",
+        },
+        {
+            "Sid": "PassJobRole",
+            "Action": "iam:PassRole",
+            "Condition": {"StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}},
+            "Effect": "Allow",
+            "Resource": role,
+        },
+        {
+            "Sid": "SyncEventsRule",
+            "Action": ["events:DescribeRule", "events:PutRule", "events:PutTargets"],
+            "Effect": "Allow",
+            "Resource": "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:rule/"
+            "StepFunctionsGetEventsForEMRServerlessJobRule",
+        },
+    ]
+
+
+def test_artifacts_go_to_an_immutable_versioned_prefix(dev: Synthesized) -> None:
+    (upload,) = resources(dev.template("Processing"), "Custom::CDKBucketDeployment").values()
+    props = upload["Properties"]
+    assert re.fullmatch(r"0\.1\.0-[0-9a-f]{12}", version_of(dev))
+    assert props["DestinationBucketName"] == f"winnow-dev-artifacts-{ACCOUNT}-eu-west-1"
+    assert props["DestinationBucketKeyPrefix"] == f"jobs/{version_of(dev)}/"
+    assert (props["Prune"], props["RetainOnDelete"], props["Extract"]) == (False, True, True)
+    assert len(props["SourceObjectKeys"]) == 2  # the build folder and config.json
+
+
+def test_the_deployed_config_is_the_env_jobs_section(dev: Synthesized) -> None:
+    configs = [json.loads(path.read_text(encoding="utf-8")) for path in dev.outdir.glob(f"asset.*/{CONFIG}")]
+    assert configs == [dev.config.jobs]
+    assert dev.config.jobs == {
+        "dedup": {"synthetic": "reid"},
+        "manifest": {"ttl_days": 30},
+        "output": {"compression": "none"},
+    }
+
+
+def test_spark_submit_parameters_ship_package_dependencies_python_and_sizes(dev: Synthesized) -> None:
+    base = f"s3://winnow-dev-artifacts-{ACCOUNT}-eu-west-1/jobs/{version_of(dev)}"
+    params = dev.pipeline.processing.resolve(dev.pipeline.processing.spark_submit_parameters)
+    from tests.infra.helpers import render
+
+    assert render(params).split(" --conf ") == [
+        f"--py-files {base}/winnow_jobs.zip",
+        f"spark.archives={base}/deps.tar.gz#deps",
+        "spark.emr-serverless.driverEnv.PYTHONPATH=./deps",
+        "spark.executorEnv.PYTHONPATH=./deps",
+        "spark.emr-serverless.driverEnv.PYSPARK_PYTHON=/usr/bin/python3.11",
+        "spark.emr-serverless.driverEnv.PYSPARK_DRIVER_PYTHON=/usr/bin/python3.11",
+        "spark.executorEnv.PYSPARK_PYTHON=/usr/bin/python3.11",
+        "spark.emr-serverless.driverEnv.AWS_REGION=eu-west-1",
+        "spark.emr-serverless.driverEnv.AWS_DEFAULT_REGION=eu-west-1",
+        "spark.executorEnv.AWS_REGION=eu-west-1",
+        "spark.executorEnv.AWS_DEFAULT_REGION=eu-west-1",
+        "spark.emr-serverless.driverEnv.WINNOW_ENV=dev",
+        "spark.driver.cores=2",
+        "spark.driver.memory=4g",
+        "spark.executor.cores=4",
+        "spark.executor.memory=8g",
+        "spark.dynamicAllocation.maxExecutors=3",
+    ]
+
+
+def test_version_changes_with_code_or_config_and_only_then(build_dir: Path, tmp_path: Path) -> None:
+    config: dict[str, Any] = {"dedup": {"synthetic": "reid"}}
+    same = artifacts_version(build_dir, config)
+    assert artifacts_version(build_dir, dict(config)) == same
+    assert artifacts_version(build_dir, {"dedup": {"synthetic": "drop"}}) != same
+    copy = tmp_path / "build"
+    shutil.copytree(build_dir, copy)
+    assert artifacts_version(copy, config) == same
+    (copy / "emr_main.py").write_text("# changed\n", encoding="utf-8")
+    assert artifacts_version(copy, config) != same
+
+
+def test_missing_build_says_to_run_make_package(tmp_path: Path) -> None:
+    with pytest.raises(ArtifactsNotBuiltError, match=r"missing " + ", ".join(BUILD_FILES) + r"; run `make package`"):
+        artifacts_version(tmp_path, {})

@@ -1,0 +1,118 @@
+"""The Storage stack: the manifest table and the buckets, per environment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.infra.conftest import Synthesized
+from tests.infra.helpers import only, resources
+
+BUCKETS = ("access-logs", "input", "output", "artifacts", "job-logs")
+
+
+def bucket_name(env: str, purpose: str) -> str:
+    account = "123456789012" if env == "prod" else "${AWS::AccountId}"  # dev names no account: the CLI's
+    return f"winnow-{env}-{purpose}-{account}-eu-west-1"
+
+
+def test_manifest_table_is_snowplow_compatible_with_ttl_pitr_and_encryption(dev: Synthesized) -> None:
+    table = only(dev.template("Storage"), "AWS::DynamoDB::Table")["Properties"]
+    assert table["TableName"] == "winnow-dev-manifest"
+    assert table["KeySchema"] == [
+        {"AttributeName": "eventId", "KeyType": "HASH"},
+        {"AttributeName": "fingerprint", "KeyType": "RANGE"},
+    ]
+    assert table["AttributeDefinitions"] == [
+        {"AttributeName": "eventId", "AttributeType": "S"},
+        {"AttributeName": "fingerprint", "AttributeType": "S"},
+    ]
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "ttl", "Enabled": True}
+    assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert table["SSESpecification"] == {"SSEEnabled": True}  # KMS, AWS-managed key
+
+
+def test_dev_table_is_on_demand_and_disposable(dev: Synthesized) -> None:
+    table = only(dev.template("Storage"), "AWS::DynamoDB::Table")
+    assert table["Properties"]["BillingMode"] == "PAY_PER_REQUEST"
+    assert "ProvisionedThroughput" not in table["Properties"]
+    assert table["Properties"]["DeletionProtectionEnabled"] is False
+    assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Delete", "Delete")
+
+
+def test_prod_table_is_provisioned_from_config_protected_and_retained(prod: Synthesized) -> None:
+    table = only(prod.template("Storage"), "AWS::DynamoDB::Table")
+    assert table["Properties"]["ProvisionedThroughput"] == {"ReadCapacityUnits": 50, "WriteCapacityUnits": 500}
+    assert "BillingMode" not in table["Properties"] or table["Properties"]["BillingMode"] == "PROVISIONED"
+    assert table["Properties"]["DeletionProtectionEnabled"] is True
+    assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    assert prod.pipeline.storage.termination_protection is True
+    assert prod.pipeline.processing.termination_protection is False
+
+
+def _buckets(synth: Synthesized) -> dict[str, dict[str, Any]]:
+    by_name = {}
+    for resource in resources(synth.template("Storage"), "AWS::S3::Bucket").values():
+        by_name[resource["Properties"]["BucketName"]] = resource
+    return by_name
+
+
+def test_every_bucket_is_encrypted_private_logged_and_named_per_env(dev: Synthesized) -> None:
+    buckets = _buckets(dev)
+    assert sorted(buckets) == sorted(bucket_name("dev", purpose) for purpose in BUCKETS)
+    access_logs = bucket_name("dev", "access-logs")
+    for name, bucket in buckets.items():
+        props = bucket["Properties"]
+        assert props["BucketEncryption"] == {
+            "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+        }, name
+        assert props["PublicAccessBlockConfiguration"] == {
+            "BlockPublicAcls": True,
+            "BlockPublicPolicy": True,
+            "IgnorePublicAcls": True,
+            "RestrictPublicBuckets": True,
+        }, name
+        if name != access_logs:
+            assert props["LoggingConfiguration"]["DestinationBucketName"].startswith("${AccessLogsBucket"), name
+    assert _buckets(dev)[bucket_name("dev", "artifacts")]["Properties"]["VersioningConfiguration"] == {
+        "Status": "Enabled"
+    }
+
+
+def test_every_bucket_denies_requests_without_tls(dev: Synthesized) -> None:
+    policies = resources(dev.template("Storage"), "AWS::S3::BucketPolicy").values()
+    assert len(policies) == len(BUCKETS)
+    for policy in policies:
+        denials = [
+            {key: statement[key] for key in ("Action", "Condition", "Effect", "Principal")}
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+            if statement["Effect"] == "Deny"
+        ]
+        assert denials == [
+            {
+                "Action": "s3:*",
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                "Effect": "Deny",
+                "Principal": {"AWS": "*"},
+            }
+        ]
+
+
+def test_prod_retains_every_bucket_dev_deletes_them_with_their_objects(dev: Synthesized, prod: Synthesized) -> None:
+    assert {b["DeletionPolicy"] for b in _buckets(prod).values()} == {"Retain"}
+    assert {b["DeletionPolicy"] for b in _buckets(dev).values()} == {"Delete"}
+    assert len(dev.template("Storage").find_resources("Custom::S3AutoDeleteObjects")) == len(BUCKETS)
+    assert prod.template("Storage").find_resources("Custom::S3AutoDeleteObjects") == {}
+
+
+def test_job_logs_and_access_logs_expire_after_the_configured_days(prod: Synthesized) -> None:
+    buckets = _buckets(prod)
+
+    def expiry(purpose: str) -> list[int]:
+        rules = buckets[bucket_name("prod", purpose)]
+        return [
+            r["ExpirationInDays"]
+            for r in rules["Properties"]["LifecycleConfiguration"]["Rules"]
+            if "ExpirationInDays" in r
+        ]
+
+    assert (expiry("job-logs"), expiry("access-logs"), expiry("input")) == ([90], [365], [])

@@ -1,0 +1,87 @@
+"""moto's DynamoDB on 127.0.0.1 for Spark executors, behind a proxy that can inject throttling and failures."""
+
+from __future__ import annotations
+
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from moto.server import ThreadedMotoServer
+
+THROTTLED = (
+    b'{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"Rate exceeded"}'
+)
+BROKEN = b'{"__type":"com.amazon.coral.validate#ValidationException","message":"injected failure"}'
+
+
+@dataclass
+class Faults:
+    """What the proxy does to PutItem requests (counted across all executors)."""
+
+    throttle_every: int = 0  # every Nth PutItem is answered with throttling (0: none)
+    fail_after: int = 0  # the PutItem after this many succeed gets a non-retryable error, once (0: never)
+    puts: int = 0
+    throttled: int = 0
+    failed: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def decide(self) -> bytes | None:
+        with self.lock:
+            self.puts += 1
+            if self.fail_after and not self.failed and self.puts > self.fail_after:
+                self.failed += 1
+                return BROKEN
+            if self.throttle_every and self.puts % self.throttle_every == 0:
+                self.throttled += 1
+                return THROTTLED
+            return None
+
+
+@contextmanager
+def dynamodb_on_loopback(faults: Faults) -> Iterator[str]:
+    """Start moto and the proxy on 127.0.0.1; yield the proxy's URL; stop both."""
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    host, port = moto.get_host_and_port()
+    upstream = f"http://{host}:{port}"
+    # moto's backends live in this process, shared by every server it starts: begin with an empty one.
+    urllib.request.urlopen(urllib.request.Request(upstream + "/moto-api/reset", method="POST"), timeout=30).close()
+
+    class Proxy(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:  # quiet
+            pass
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            injected = faults.decide() if self.headers.get("X-Amz-Target", "").endswith(".PutItem") else None
+            if injected is not None:
+                self._answer(400, injected, "application/x-amz-json-1.0")
+                return
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+            request = urllib.request.Request(upstream + self.path, data=body, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    self._answer(response.status, response.read(), response.headers.get("Content-Type", ""))
+            except urllib.error.HTTPError as err:
+                self._answer(err.code, err.read(), err.headers.get("Content-Type", ""))
+
+        def _answer(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{proxy.server_address[1]}"
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+        moto.stop()

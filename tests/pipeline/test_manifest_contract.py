@@ -1,0 +1,197 @@
+"""One contract, both manifest backends: SQLite (a real file) and DynamoDB (moto, in-process)."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from jobs.errors import InvalidArgumentError
+from jobs.manifest import Manifest, ManifestError, open_manifest
+from jobs.manifest.base import IdResult
+from jobs.manifest.dynamodb import DynamoDbManifest
+from jobs.manifest.sqlite import SqliteManifest
+
+RUN_1, RUN_2, RUN_3 = 1_700_000_000, 1_700_086_400, 1_700_172_800
+TTL_DAYS = 180
+DAY = 86_400
+
+
+def ttl(etl_time: int) -> int:
+    return etl_time + TTL_DAYS * DAY
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def manifest(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Manifest]:
+    if request.param == "sqlite":
+        sqlite_manifest = open_manifest(f"sqlite:{tmp_path / 'manifest.db'}")
+        sqlite_manifest.create()
+        yield sqlite_manifest
+    else:
+        with mock_aws():
+            dynamodb_manifest = open_manifest("dynamodb://events-manifest")
+            dynamodb_manifest.create()
+            yield dynamodb_manifest
+
+
+def test_a_new_pair_is_accepted_once_per_run(manifest: Manifest) -> None:
+    manifest.check()
+    client = manifest.client()
+    assert client.put("id-1", "fp-1", RUN_1, ttl(RUN_1)) is True
+    # The same run again (a rerun, or Spark recomputing a task) passes its own write.
+    assert client.put("id-1", "fp-1", RUN_1, ttl(RUN_1)) is True
+    # Any other run sees a cross-batch natural duplicate, earlier or later.
+    assert client.put("id-1", "fp-1", RUN_2, ttl(RUN_2)) is False
+    assert client.put("id-1", "fp-1", RUN_1 - DAY, ttl(RUN_1 - DAY)) is False
+    # Another fingerprint, or another id, is another pair.
+    assert client.put("id-1", "fp-2", RUN_2, ttl(RUN_2)) is True
+    assert client.put("id-2", "fp-1", RUN_2, ttl(RUN_2)) is True
+    assert (client.stats.puts, client.stats.conditional_failures) == (6, 2)
+
+
+def test_an_expired_pair_counts_as_absent(manifest: Manifest) -> None:
+    client = manifest.client()
+    assert client.put("id-1", "fp-1", RUN_1, RUN_1 + DAY) is True
+    assert client.put("id-1", "fp-1", RUN_1 + DAY - 1, RUN_2 + TTL_DAYS * DAY) is False  # not yet expired
+    assert client.put("id-1", "fp-1", RUN_1 + DAY, RUN_1 + DAY + TTL_DAYS * DAY) is True  # expired: recorded anew
+    assert client.put("id-1", "fp-1", RUN_3, ttl(RUN_3)) is False  # and remembered from then on
+
+
+def test_earlier_fingerprints_exclude_this_run_and_expired_items(manifest: Manifest) -> None:
+    client = manifest.client()
+    client.put("id-1", "fp-1", RUN_1, ttl(RUN_1))
+    client.put("id-1", "fp-old", RUN_1 - 400 * DAY, RUN_1 - 200 * DAY)  # expired before RUN_2
+    client.put("id-1", "fp-2", RUN_2, ttl(RUN_2))
+    assert client.earlier_fingerprints("id-1", RUN_2) == {"fp-1"}
+    assert client.earlier_fingerprints("id-1", RUN_3) == {"fp-1", "fp-2"}
+    assert client.earlier_fingerprints("id-9", RUN_3) == set()
+
+
+def test_check_ids_reports_natural_and_synthetic_cross_batch_copies(manifest: Manifest) -> None:
+    client = manifest.client()
+    first = list(client.check_ids([("id-1", ["fp-1"]), ("id-2", ["fp-1", "fp-2"])], RUN_1, ttl(RUN_1), True))
+    assert first == [("id-1", ["fp-1"], IdResult()), ("id-2", ["fp-1", "fp-2"], IdResult())]
+    second = list(client.check_ids(
+        [("id-1", ["fp-1"]), ("id-2", ["fp-3"]), ("id-3", ["fp-1"]), ("id-1", ["fp-2"])], RUN_2, ttl(RUN_2), True
+    ))  # fmt: skip
+    assert second == [
+        ("id-1", ["fp-1"], IdResult(seen=frozenset({"fp-1"}))),
+        ("id-2", ["fp-3"], IdResult(earlier_other=True)),
+        ("id-3", ["fp-1"], IdResult()),
+        ("id-1", ["fp-2"], IdResult(earlier_other=True)),
+    ]
+    # Rerunning the second run gives the same answers: its own writes are not "earlier".
+    again = list(client.check_ids([("id-2", ["fp-3"]), ("id-3", ["fp-1"])], RUN_2, ttl(RUN_2), True))
+    assert again == [("id-2", ["fp-3"], IdResult(earlier_other=True)), ("id-3", ["fp-1"], IdResult())]
+
+
+def test_without_synthetic_detection_no_lookups_are_made(manifest: Manifest) -> None:
+    client = manifest.client()
+    list(client.check_ids([("id-1", ["fp-1"])], RUN_1, ttl(RUN_1), False))
+    result = list(client.check_ids([("id-1", ["fp-2"])], RUN_2, ttl(RUN_2), False))
+    assert result == [("id-1", ["fp-2"], IdResult())]
+    assert (client.stats.queries, client.stats.puts, client.stats.requests) == (0, 2, 2)
+
+
+def test_create_is_idempotent(manifest: Manifest) -> None:
+    client = manifest.client()
+    client.put("id-1", "fp-1", RUN_1, ttl(RUN_1))
+    manifest.create()
+    manifest.check()
+    assert manifest.client().put("id-1", "fp-1", RUN_2, ttl(RUN_2)) is False
+
+
+def test_dynamodb_items_have_the_snowplow_layout() -> None:
+    with mock_aws():
+        manifest = open_manifest("dynamodb://events-manifest")
+        manifest.create()
+        manifest.client().put("id-1", "fp-1", RUN_1, ttl(RUN_1))
+        (item,) = boto3.client("dynamodb").scan(TableName="events-manifest")["Items"]
+        assert item == {"eventId": {"S": "id-1"}, "fingerprint": {"S": "fp-1"},
+                        "etlTime": {"N": str(RUN_1)}, "ttl": {"N": str(ttl(RUN_1))}}  # fmt: skip
+        # 64-bit: times after 2038 are stored and compared exactly.
+        late = 4_102_444_800  # 2100-01-01
+        assert manifest.client().put("id-2", "fp-1", late, ttl(late)) is True
+        assert manifest.client().put("id-2", "fp-1", late + 1, ttl(late + 1)) is False
+
+
+def test_dynamodb_check_explains_a_missing_table() -> None:
+    with mock_aws(), pytest.raises(ManifestError) as err:
+        open_manifest("dynamodb://nope").check()
+    assert str(err.value) == (
+        "manifest dynamodb://nope: table nope does not exist in region eu-west-1; create it with the Storage stack "
+        "(make deploy) or, for local/dev, rerun with --create"
+    )
+
+
+def test_dynamodb_check_explains_wrong_keys() -> None:
+    with mock_aws():
+        boto3.client("dynamodb").create_table(
+            TableName="wrong", BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        )  # fmt: skip
+        with pytest.raises(
+            ManifestError, match=r"table wrong has keys \[\('id', 'HASH', 'S'\)\]; an events manifest needs"
+        ):
+            open_manifest("dynamodb://wrong").check()
+
+
+def test_dynamodb_check_explains_ttl_off() -> None:
+    with mock_aws():
+        boto3.client("dynamodb").create_table(
+            TableName="no-ttl", BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "eventId", "AttributeType": "S"},
+                                  {"AttributeName": "fingerprint", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "eventId", "KeyType": "HASH"},
+                       {"AttributeName": "fingerprint", "KeyType": "RANGE"}],
+        )  # fmt: skip
+        with pytest.raises(
+            ManifestError, match=r"TTL on table no-ttl is DISABLED .*update-time-to-live --table-name no-ttl"
+        ):
+            open_manifest("dynamodb://no-ttl").check()
+
+
+def test_sqlite_check_explains_a_missing_file_and_a_foreign_database(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match=re.escape("does not exist; run once with --create")):
+        open_manifest(f"sqlite:{tmp_path / 'none.db'}").check()
+    foreign = tmp_path / "foreign.db"
+    sqlite3.connect(foreign).execute("CREATE TABLE events_manifest (id TEXT)").connection.commit()
+    with pytest.raises(ManifestError, match="has no table events_manifest"):
+        open_manifest(f"sqlite:{foreign}").check()
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        ("sqlite:///abs/m.db", SqliteManifest(uri="sqlite:///abs/m.db", path="/abs/m.db")),
+        ("sqlite:rel/m.db", SqliteManifest(uri="sqlite:rel/m.db", path=str(Path("rel/m.db").absolute()))),
+    ],
+)
+def test_sqlite_uris(uri: str, expected: SqliteManifest) -> None:
+    assert open_manifest(uri) == expected
+
+
+def test_dynamodb_uri_takes_region_and_endpoint_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_REGION", "us-east-2")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-2")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9999")
+    manifest = open_manifest("dynamodb://t1", concurrency=4, max_attempts=3)
+    assert manifest == DynamoDbManifest(uri="dynamodb://t1", table="t1", region="us-east-2",
+                                        endpoint_url="http://127.0.0.1:9999", concurrency=4, max_attempts=3)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "uri", ["sqlite://host/m.db", "sqlite:", "dynamodb://", "dynamodb://t/extra", "s3://bucket/m", "m.db"]
+)
+def test_bad_uris_are_usage_errors(uri: str) -> None:
+    with pytest.raises(
+        InvalidArgumentError,
+        match=re.escape("allowed: sqlite:///abs/path.db, sqlite:relative/path.db or dynamodb://TABLE"),
+    ):
+        open_manifest(uri)
