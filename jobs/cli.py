@@ -26,6 +26,8 @@ COMMAND_MODULES = (
     "jobs.commands.dedup",
     "jobs.commands.populate_manifest",
     "jobs.commands.generate",
+    "jobs.commands.keyed",
+    "jobs.commands.table",
 )
 
 Progress = Callable[[str], None]

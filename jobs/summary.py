@@ -26,6 +26,7 @@ def render(summary: dict[str, Any]) -> str:
             f"{synthetic['events']:,} events" + (f": {outcomes}" if outcomes else ""),
         )
     )
+    rows.extend((f"  {reason}", count) for reason, count in synthetic.get("by_reason", {}).items() if count)
     manifest = summary.get("manifest")
     if manifest:
         rows.append(("manifest requests", manifest["requests"]))

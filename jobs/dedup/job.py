@@ -164,6 +164,7 @@ def build_summary(counts: dict[tuple[str, str | None], int], strategy: Synthetic
     totals = dict.fromkeys(SUMMARY_COUNT_NAMES.values(), 0)
     by_reason: dict[str, dict[str, int]] = {"duplicates": {}, "quarantined": {}, "dropped": {}}
     synthetic = dict.fromkeys(SUMMARY_COUNT_NAMES.values(), 0)
+    synthetic_by_reason = dict.fromkeys(SYNTHETIC_REASONS, 0)
     for (outcome, reason), count in sorted(counts.items(), key=lambda item: (item[0][0], item[0][1] or "")):
         name = SUMMARY_COUNT_NAMES[outcome]
         totals[name] += count
@@ -171,8 +172,14 @@ def build_summary(counts: dict[tuple[str, str | None], int], strategy: Synthetic
             by_reason[name][reason] = by_reason[name].get(reason, 0) + count
         if reason in SYNTHETIC_REASONS:
             synthetic[name] += count
+            synthetic_by_reason[reason] += count
     return {
         "counts": {"input": sum(totals.values()), **totals},
         "by_reason": by_reason,
-        "synthetic": {"strategy": strategy, "events": sum(synthetic.values()), **synthetic},
+        "synthetic": {
+            "strategy": strategy,
+            "events": sum(synthetic.values()),
+            **synthetic,
+            "by_reason": synthetic_by_reason,
+        },
     }

@@ -110,6 +110,7 @@ def test_sqlite_manifest_finds_cross_batch_copies(
         "duplicates": 0,
         "quarantined": 0,
         "dropped": 0,
+        "by_reason": {"in_batch_synthetic": 2, "cross_batch_synthetic": 2},
     }
     # One put per distinct (event_id, fingerprint) after in-batch dedup, one look-up per event id.
     manifest_figures = {k: summary["manifest"][k] for k in ("puts", "queries", "conditional_failures", "requests")}

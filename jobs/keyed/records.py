@@ -1,0 +1,152 @@
+"""Reading keyed records (csv / jsonl / parquet) with their input position, and writing them back.
+
+Input order is file order (file paths sorted as strings), then line order inside a file. Every record gets
+three position columns that give exactly that order whatever the partitioning:
+
+- `POS_FILE`: the rank of the record's file among the input files (from the file listing);
+- `POS_BLOCK`: the start offset of the file split the record was read from (`_metadata.file_block_start`);
+- `POS_ROW`: `monotonically_increasing_id()` taken right at the scan. A split is always read whole by one
+  task, in order, so inside one (file, block) the ids increase with the line; their absolute values depend on
+  the partitioning, but they are only ever compared within one (file, block).
+
+JSON lines are kept as raw text (`RAW_LINE`) and written back unchanged; fields are read with
+`get_json_object`. CSV is read with a header, every column as a string; parquet keeps its types.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, get_args
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs.errors import InputNotFoundError, InvalidArgumentError
+from jobs.lake import FileSystem
+
+Format = Literal["csv", "jsonl", "parquet"]
+FORMATS: tuple[str, ...] = get_args(Format)
+
+POS_FILE, POS_BLOCK, POS_ROW = "__w_file", "__w_block", "__w_row"
+POSITION = (POS_FILE, POS_BLOCK, POS_ROW)
+RAW_LINE = "__w_line"
+_PATH = "__w_path"
+INTERNAL_PREFIX = "__w_"
+
+
+def check_format(fmt: str) -> Format:
+    """Raises: InvalidArgumentError: `fmt` is not one of csv, jsonl, parquet."""
+    if fmt not in FORMATS:
+        raise InvalidArgumentError(f"--format: given {fmt!r}; allowed: {', '.join(FORMATS)}")
+    return fmt  # type: ignore[return-value]
+
+
+def read_records(spark: SparkSession, path: str, fmt: Format, json_as_text: bool = True) -> DataFrame:
+    """The records under `path` (a file or a folder, read recursively) plus the three position columns.
+
+    jsonl is read as raw lines (`RAW_LINE`), or with `json_as_text=False` as typed columns (schema inferred).
+
+    Raises:
+        InputNotFoundError: `path` does not exist.
+    """
+    if not FileSystem(spark).exists(path):
+        raise InputNotFoundError(f"--input: {path} does not exist")
+    reader = spark.read.option("recursiveFileLookup", "true")
+    if fmt == "csv":
+        frame = reader.option("header", "true").option("mode", "PERMISSIVE").csv(path)
+    elif fmt == "jsonl" and json_as_text:
+        frame = reader.text(path).withColumnRenamed("value", RAW_LINE)
+    elif fmt == "jsonl":
+        frame = reader.json(path)
+    else:
+        frame = reader.parquet(path)
+    bad = [name for name in frame.columns if name.startswith(INTERNAL_PREFIX) and name != RAW_LINE]
+    if bad:
+        raise InvalidArgumentError(f"--input: columns {bad} use the reserved prefix {INTERNAL_PREFIX!r}")
+    # Local paths are `file:///x` in the file listing and `file:/x` in `_metadata`: compare them without the scheme.
+    positioned = frame.select(
+        "*",
+        F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/").alias(_PATH),
+        F.col("_metadata.file_block_start").alias(POS_BLOCK),
+        F.monotonically_increasing_id().alias(POS_ROW),
+    )
+    # The file ranks come from the file listing (one row per input file, no data scan).
+    paths = sorted({re.sub("^file:/+", "/", name) for name in frame.inputFiles()})
+    files = spark.createDataFrame(
+        list(zip(paths, range(1, len(paths) + 1), strict=True)), f"{_PATH} string, {POS_FILE} int"
+    )
+    # A left join: a record whose file is not in the listing is never dropped; `unranked` counts it.
+    return positioned.join(F.broadcast(files), _PATH, "left").drop(_PATH)
+
+
+def unranked() -> Column:
+    """The number of records whose file got no rank (should be 0; a job fails loudly otherwise)."""
+    return F.sum(F.when(F.col(POS_FILE).isNull(), 1).otherwise(0))
+
+
+def check_ranked(count: int | None, path: str) -> None:
+    """Raises: RuntimeError: some records could not be placed in input order (a listing/path mismatch)."""
+    if count:
+        raise RuntimeError(f"{count} record(s) under {path} come from files missing in the file listing")
+
+
+def user_columns(frame: DataFrame) -> list[str]:
+    """The record's own columns (without Winnow's `__w_` columns)."""
+    return [name for name in frame.columns if not name.startswith(INTERNAL_PREFIX)]
+
+
+def field(frame: DataFrame, fmt: Format, name: str) -> Column:
+    """A record field as a column: a JSON path lookup for jsonl (a string, NULL when missing or JSON null)."""
+    if fmt == "jsonl":
+        return F.get_json_object(F.col(RAW_LINE), "$['" + name.replace("'", "\\'") + "']")
+    return F.col(f"`{name}`")
+
+
+def check_fields(frame: DataFrame, fmt: Format, option: str, names: list[str]) -> None:
+    """For csv and parquet, every field must be a column of the input (jsonl is checked per record).
+
+    Raises:
+        InvalidArgumentError: a field is not a column of the input.
+    """
+    if fmt == "jsonl":
+        return
+    columns = user_columns(frame)
+    missing = [name for name in names if name not in columns]
+    if missing:
+        raise InvalidArgumentError(
+            f"{option}: field(s) {missing} are not in the input; the input's fields are: {', '.join(columns)}"
+        )
+
+
+def _writer_frame(frame: DataFrame, fmt: Format, error_column: str | None, extra: list[str]) -> DataFrame:
+    if fmt == "jsonl":
+        text = F.col(RAW_LINE)
+        if error_column:
+            text = F.to_json(F.struct(F.col(RAW_LINE).alias("line"), F.col(error_column).alias("error")))
+        return frame.select(text.alias("value"), *extra)
+    columns = [F.col(f"`{name}`") for name in user_columns(frame)]
+    if error_column:
+        columns.append(F.col(error_column).alias("_error"))
+    return frame.select(*columns, *extra)
+
+
+def write_records(
+    frame: DataFrame, target: str, fmt: Format, error_column: str | None = None, partition_by: str | None = None
+) -> None:
+    """Write records in `fmt`, each file in input order; `error_column` adds the error reason.
+
+    csv: the input's columns (plus `_error`), with a header. jsonl: the raw lines, or for errors
+    `{"line": raw line, "error": reason}`. parquet: the input's columns (plus `_error`).
+    `partition_by` writes one `partition_by=value/` folder per value (the column is not in the files).
+    """
+    extra = [partition_by] if partition_by else []
+    ordered = frame.sortWithinPartitions(*extra, *POSITION)
+    writer = _writer_frame(ordered, fmt, error_column, extra).write.mode("overwrite")
+    if partition_by:
+        writer = writer.partitionBy(partition_by)
+    if fmt == "jsonl":
+        writer.text(target)
+    elif fmt == "csv":
+        writer.option("header", "true").csv(target)
+    else:
+        writer.parquet(target)

@@ -1,0 +1,78 @@
+"""Hadoop FileSystem calls beyond `jobs.lake.FileSystem`: listing, reading, atomic and exclusive writes.
+
+Everything goes through the Spark JVM's Hadoop FileSystem, so local folders and `s3://` prefixes behave the
+same. Atomicity: a small file is written under a temporary name and renamed into place, so a reader sees
+either nothing or the whole file. On S3 the rename is a copy; a single-object PUT is still all-or-nothing,
+but an exclusive create is not guaranteed there (one writer per table or state at a time).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from jobs.errors import WinnowError
+from jobs.lake import FileSystem
+
+
+class ConcurrentCommitError(WinnowError):
+    """A commit file that should be new already exists: another writer committed first."""
+
+
+class Storage(FileSystem):
+    """`FileSystem` plus list / read / atomic write / exclusive create."""
+
+    def list_names(self, path: str) -> list[str]:
+        """Names of the entries directly under `path`, sorted; hidden (`.` / `_`) names skipped; [] if missing."""
+        fs, hpath = self._resolve(path)
+        if not fs.exists(hpath):
+            return []
+        names = [str(status.getPath().getName()) for status in fs.listStatus(hpath)]
+        return sorted(name for name in names if not name.startswith((".", "_")))
+
+    def rename(self, source: str, target: str) -> None:
+        """Move `source` to `target` (a folder move; on S3 a copy then a delete)."""
+        fs, hsource = self._resolve(source)
+        _, htarget = self._resolve(target)
+        if not fs.rename(hsource, htarget):
+            raise OSError(f"could not rename {source} to {target}")
+
+    def read_text(self, path: str) -> str:
+        fs, hpath = self._resolve(path)
+        stream = fs.open(hpath)
+        try:
+            data: bytes = stream.readAllBytes()
+        finally:
+            stream.close()
+        return data.decode("utf-8")
+
+    def _write_temporary(self, path: str, text: str) -> str:
+        parent, _, name = path.rpartition("/")
+        temporary = f"{parent}/.{name}.{uuid.uuid4().hex}.tmp"
+        self.write_bytes(temporary, text.encode("utf-8"))
+        return temporary
+
+    def write_atomic(self, path: str, text: str) -> None:
+        """Replace `path` with `text` so that a reader never sees a partial file."""
+        temporary = self._write_temporary(path, text)
+        fs, hpath = self._resolve(path)
+        _, htemp = self._resolve(temporary)
+        if fs.exists(hpath):
+            fs.delete(hpath, False)
+        if not fs.rename(htemp, hpath):
+            fs.delete(htemp, False)
+            raise OSError(f"could not rename {temporary} to {path}")
+
+    def create_exclusive(self, path: str, text: str) -> None:
+        """Write `path` only if it does not exist yet (atomic rename on local and HDFS).
+
+        Raises:
+            ConcurrentCommitError: the file exists already.
+        """
+        fs, hpath = self._resolve(path)
+        if fs.exists(hpath):
+            raise ConcurrentCommitError(f"{path} exists already: another writer committed first; retry")
+        temporary = self._write_temporary(path, text)
+        _, htemp = self._resolve(temporary)
+        if not fs.rename(htemp, hpath):
+            fs.delete(htemp, False)
+            raise ConcurrentCommitError(f"{path} exists already: another writer committed first; retry")

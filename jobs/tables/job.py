@@ -1,0 +1,264 @@
+"""`table create | insert | select | optimize`: the operations on a keyed table.
+
+Insert dedup: `--token T` skips an insert whose token any earlier insert of the table applied (the data is
+not compared: a retried batch is skipped even if it changed, as in ClickHouse). Without a token, an insert
+whose data equals one of the table's last N inserts (`dedup_window`, 0 = off) is skipped. "Equal" means the
+same multiset of rows (row order and file layout ignored): a count plus two order-independent sums of
+64-bit row hashes. Token inserts take a slot in the window, but their data hash is not recorded, so a later
+token-less insert of the same data is not skipped (ClickHouse test 02124).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DecimalType, StructType
+
+from jobs.errors import InvalidArgumentError, WinnowError
+from jobs.keyed.records import (
+    POS_BLOCK,
+    POS_FILE,
+    POS_ROW,
+    Format,
+    check_format,
+    check_ranked,
+    read_records,
+    unranked,
+    user_columns,
+)
+from jobs.keyed.storage import Storage
+from jobs.lake import SUCCESS_MARKER, absolute
+from jobs.tables.engines import DELETED, HIDDEN, POS, SIGN, VER, final_rows, merged_rows
+from jobs.tables.log import LOG_FORMAT, TableExistsError, TableLog, TableSettings, validate_settings
+
+Progress = Callable[[str], None]
+VERSION_TYPE = DecimalType(38, 6)
+
+
+class InvalidInsertError(WinnowError):
+    """An insert's data breaks the table's rules (missing columns, bad sign/version/is_deleted, null key)."""
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def create(spark: SparkSession, table: str, settings: TableSettings) -> dict[str, Any]:
+    """Create an empty table (commit 0).
+
+    Raises:
+        InvalidArgumentError: bad settings. TableExistsError: the folder already holds a table.
+    """
+    validate_settings(settings)
+    log = TableLog(spark, absolute(table))
+    if log.exists():
+        raise TableExistsError(f"--table: {log.path} already holds a table; choose another folder")
+    document = {"format": LOG_FORMAT, "commit": 0, "operation": "create", "settings": settings.to_json(),
+                "schema": None, "parts": [], "tokens": [], "recent_inserts": [], "committed_at": _now()}  # fmt: skip
+    log.write(document)
+    return {"operation": "create", "table": log.path, "commit": 0, "settings": settings.to_json()}
+
+
+def _stored_schema(head: dict[str, Any]) -> StructType | None:
+    return None if head["schema"] is None else StructType.fromJson(head["schema"])
+
+
+def _conform(frame: DataFrame, schema: StructType | None, settings: TableSettings) -> StructType:
+    """The table's schema after this insert (the first insert defines it); checks the insert's columns.
+
+    Raises:
+        InvalidArgumentError: a key or role column is missing. InvalidInsertError: the columns differ from
+            the table's.
+    """
+    columns = user_columns(frame)
+    needed = [*settings.key, *settings.role_columns()]
+    missing = [name for name in needed if name not in columns]
+    if missing:
+        raise InvalidArgumentError(f"--input: the table's key/role columns {missing} are not in the input; "
+                                   f"the input has: {', '.join(columns)}")  # fmt: skip
+    if schema is None:
+        return StructType([frame.schema[name] for name in columns])
+    if sorted(columns) != sorted(schema.fieldNames()):
+        raise InvalidInsertError(
+            f"--input: columns {sorted(columns)} differ from the table's {sorted(schema.fieldNames())}"
+        )
+    return schema
+
+
+def insert(
+    spark: SparkSession,
+    table: str,
+    input_path: str,
+    fmt_text: str,
+    token: str | None,
+    progress: Progress = lambda message: None,
+) -> dict[str, Any]:
+    """Insert a batch as one new part, unless its token (or, without one, its data) was already applied.
+
+    Raises:
+        InvalidInsertError: rows that break the table's rules (the insert is rejected whole, nothing written).
+    """
+    fmt: Format = check_format(fmt_text)
+    if token is not None and not token.strip():
+        raise InvalidArgumentError("--token: given an empty token; allowed: a non-empty string")
+    log = TableLog(spark, absolute(table))
+    head = log.head()
+    settings = TableSettings.from_json(head["settings"])
+    number = head["commit"] + 1
+    result: dict[str, Any] = {"operation": "insert", "table": log.path, "input": absolute(input_path), "token": token}
+    if token is not None and token in head["tokens"]:
+        return {**result, "skipped": f"token {token!r} was already applied to the table", "commit": head["commit"]}
+
+    records = read_records(spark, absolute(input_path), fmt, json_as_text=False)
+    stored = _stored_schema(head)
+    schema = _conform(records, stored, settings)
+    conformed = records
+    if stored is not None:  # later inserts are converted to the table's types; the inputs are kept to report failures
+        conformed = records.select(
+            *[F.col(f"`{f.name}`").try_cast(f.dataType).alias(f.name) for f in schema.fields],
+            *[F.col(f"`{f.name}`").alias(f"__w_in_{f.name}") for f in schema.fields],
+            POS_FILE, POS_BLOCK, POS_ROW,
+        )  # fmt: skip
+    typed = conformed.select(
+        "*",
+        F.struct(
+            F.lit(number).cast("long").alias("part"),
+            F.col(POS_FILE).alias("file"),
+            F.col(POS_BLOCK).alias("block"),
+            F.col(POS_ROW).alias("row"),
+        ).alias(POS),
+        (
+            F.col(f"`{settings.version}`").try_cast(VERSION_TYPE)
+            if settings.version
+            else F.lit(None).cast(VERSION_TYPE)
+        ).alias(VER),
+        (F.col(f"`{settings.sign}`").try_cast("int") if settings.sign else F.lit(None).cast("int")).alias(SIGN),
+        (F.col(f"`{settings.is_deleted}`").try_cast("int") if settings.is_deleted else F.lit(0)).alias(DELETED),
+    )
+    checks = _checks(settings, schema, stored is not None)
+    row_hash = F.struct(*[F.col(f"`{f.name}`") for f in schema.fields])
+    aggregates = [
+        F.count(F.lit(1)).alias("rows"),
+        unranked().alias("unranked"),
+        F.sum(F.xxhash64(row_hash).cast("decimal(38,0)")).alias("h1"),
+        F.sum(F.hash(row_hash).cast("decimal(38,0)")).alias("h2"),
+        *[F.sum(F.when(condition, 1).otherwise(0)).alias(f"c{i}") for i, (_, condition) in enumerate(checks)],
+    ]
+    progress(f"checking {result['input']}")
+    stats = typed.agg(*aggregates).collect()[0]
+    check_ranked(stats["unranked"], result["input"])
+    problems = [f"{stats[f'c{i}']:,} row(s): {message}" for i, (message, _) in enumerate(checks) if stats[f"c{i}"]]
+    if problems:
+        raise InvalidInsertError(f"insert into {log.path} rejected, nothing written: " + "; ".join(problems))
+    data_id = f"hash:{stats['rows']}:{stats['h1'] or 0}:{stats['h2'] or 0}"
+    window = settings.dedup_window
+    if token is None and window > 0 and data_id in head["recent_inserts"][-window:]:
+        return {**result, "skipped": f"the same data was inserted within the last {window} inserts",
+                "commit": head["commit"]}  # fmt: skip
+
+    part = f"p{number:020d}"
+    parts = list(head["parts"])
+    if stats["rows"]:
+        progress(f"writing part {part}")
+        columns = [F.col(f"`{f.name}`") for f in schema.fields]
+        typed.select(*columns, *HIDDEN).sortWithinPartitions(POS).write.mode("overwrite").parquet(log.part_path(part))
+        parts.append({"id": part, "rows": stats["rows"], "commit": number})
+    recent = [*head["recent_inserts"], f"token:{token}" if token is not None else data_id][-window:] if window else []
+    document = {**head, "commit": number, "operation": "insert", "schema": head["schema"] or schema.jsonValue(),
+                "parts": parts, "tokens": head["tokens"] + ([token] if token is not None else []),
+                "recent_inserts": recent, "committed_at": _now()}  # fmt: skip
+    log.write(document)
+    return {**result, "skipped": None, "commit": number, "part": part if stats["rows"] else None, "rows": stats["rows"]}
+
+
+def _checks(settings: TableSettings, schema: StructType, casted: bool) -> list[tuple[str, Any]]:
+    checks: list[tuple[str, Any]] = []
+    for name in settings.key:
+        checks.append((f"key column '{name}' is null", F.col(f"`{name}`").isNull()))
+    if settings.version is not None:
+        checks.append((f"version column '{settings.version}' is null or not a number", F.col(VER).isNull()))
+    if settings.sign is not None:
+        checks.append(
+            (f"sign column '{settings.sign}' is not 1 or -1", ~F.coalesce(F.col(SIGN).isin(1, -1), F.lit(False)))
+        )
+    if settings.is_deleted is not None:
+        checks.append((f"is_deleted column '{settings.is_deleted}' is not 0 or 1",
+                       ~F.coalesce(F.col(DELETED).isin(0, 1), F.lit(False))))  # fmt: skip
+    if casted:
+        for f in schema.fields:
+            failed = F.col(f"`__w_in_{f.name}`").isNotNull() & F.col(f"`{f.name}`").isNull()
+            checks.append((f"column '{f.name}' does not convert to the table's {f.dataType.simpleString()}", failed))
+    return checks
+
+
+def _stored_rows(spark: SparkSession, log: TableLog, head: dict[str, Any]) -> DataFrame | None:
+    if not head["parts"]:
+        return None
+    paths = [log.part_path(part["id"]) for part in head["parts"]]
+    return spark.read.parquet(*paths)
+
+
+def select(spark: SparkSession, table: str, output: str, final: bool, fmt_text: str = "parquet") -> dict[str, Any]:
+    """Write the table's rows to `output` (replaced): as stored, or with `final` the merged state."""
+    fmt: Format = check_format(fmt_text)
+    log = TableLog(spark, absolute(table))
+    head = log.head()
+    settings = TableSettings.from_json(head["settings"])
+    target = absolute(output)
+    rows = _stored_rows(spark, log, head)
+    schema = _stored_schema(head)
+    storage = Storage(spark)
+    if rows is None or schema is None:  # no rows yet (an empty table writes an empty folder)
+        storage.delete(target)
+        storage.mkdirs(target)
+    else:
+        rows = (final_rows(rows, settings) if final else rows).sortWithinPartitions(POS)
+        frame = rows.select(*[F.col(f"`{name}`") for name in schema.fieldNames()])
+        writer = frame.write.mode("overwrite")
+        if fmt == "csv":
+            writer.option("header", "true").csv(target)
+        elif fmt == "jsonl":
+            writer.json(target)
+        else:
+            writer.parquet(target)
+    storage.write_bytes(f"{target}/{SUCCESS_MARKER}", b"")
+    return {"operation": "select", "table": log.path, "commit": head["commit"], "final": final, "output": target,
+            "format": fmt}  # fmt: skip
+
+
+def optimize(
+    spark: SparkSession, table: str, cleanup: bool, progress: Progress = lambda message: None
+) -> dict[str, Any]:
+    """Merge all parts into one (`OPTIMIZE … FINAL [CLEANUP]`), then delete the old parts' files.
+
+    Raises:
+        InvalidArgumentError: `cleanup` on a table without is_deleted.
+    """
+    log = TableLog(spark, absolute(table))
+    head = log.head()
+    settings = TableSettings.from_json(head["settings"])
+    if cleanup and settings.is_deleted is None:
+        raise InvalidArgumentError("--cleanup: only for replacing tables created with --is-deleted")
+    number = head["commit"] + 1
+    rows = _stored_rows(spark, log, head)
+    result: dict[str, Any] = {"operation": "optimize", "table": log.path, "cleanup": cleanup,
+                              "parts_before": len(head["parts"])}  # fmt: skip
+    if rows is None:
+        return {**result, "commit": head["commit"], "parts_after": 0, "rows": 0}
+    part = f"p{number:020d}"
+    progress(f"merging {len(head['parts'])} part(s) into {part}")
+    merged = merged_rows(rows, settings, cleanup).sortWithinPartitions(POS)
+    merged.write.mode("overwrite").parquet(log.part_path(part))
+    count = spark.read.parquet(log.part_path(part)).count()
+    parts = [{"id": part, "rows": count, "commit": number}] if count else []
+    log.write({**head, "commit": number, "operation": "optimize-cleanup" if cleanup else "optimize", "parts": parts,
+               "committed_at": _now()})  # fmt: skip
+    for old in head["parts"]:
+        log.fs.delete(log.part_path(old["id"]))
+    if not count:
+        log.fs.delete(log.part_path(part))
+    return {**result, "commit": number, "parts_after": len(parts), "rows": count}

@@ -1,0 +1,282 @@
+"""The keyed deduper (`python -m jobs keyed`): exact rows for every rule, state across runs, reruns, errors."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.cli import main
+from jobs.errors import InputNotFoundError, InvalidArgumentError
+from jobs.keyed.job import KeyedOptions, run, settings_from
+from jobs.keyed.period import parse_period
+
+RUN1, RUN2, RUN3 = "2026-11-01-00-00-00", "2026-11-02-00-00-00", "2026-11-03-00-00-00"
+
+
+def write_csv(path: Path, header: str, rows: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+def keyed(
+    spark: SparkSession, tmp_path: Path, input_path: Path, run_id: str = RUN1, fmt: str = "csv", **options: Any
+) -> dict[str, Any]:
+    opts = KeyedOptions(
+        input=str(input_path), output=str(tmp_path / "out"), format=fmt, state=str(tmp_path / "state"),
+        key=options.pop("key", "id"), **options,
+    )  # fmt: skip
+    return run(spark, opts, run_id)
+
+
+def rows(spark: SparkSession, tmp_path: Path, outcome: str, run_id: str = RUN1) -> list[tuple[str, ...]]:
+    """An output folder's rows, sorted (each output file is in input order, but there may be several files)."""
+    frame = spark.read.option("header", "true").csv(str(tmp_path / "out" / f"run={run_id}" / outcome))
+    files = sorted(str(p) for p in (tmp_path / "out" / f"run={run_id}" / outcome).glob("part-*"))
+    result: list[tuple[str, ...]] = []
+    for name in files:
+        lines = Path(name).read_text(encoding="utf-8").splitlines()[1:]
+        result.extend(tuple(line.split(",")) for line in lines)
+    assert frame.count() == len(result)
+    return sorted(result)
+
+
+def test_expiry_boundary_and_doc_example(spark: SparkSession, tmp_path: Path) -> None:
+    # The Apex doc's example (period 10): 21 arrives after 40 and is expired. 30 is exactly one period older
+    # than 40: expired. 31 is not.
+    data = write_csv(tmp_path / "in" / "a.csv", "id,t", ["k10,10", "k20,20", "k25,25", "k40,40", "k21,21", "k35,35",
+                                                          "k30,30", "k31,31", "k45,45", "k57,57"])  # fmt: skip
+    summary = keyed(spark, tmp_path, data, expiry_key="t", expiry_period="10")
+    assert rows(spark, tmp_path, "expired") == sorted([("k21", "21"), ("k30", "30")])
+    assert [r[0] for r in rows(spark, tmp_path, "unique")] == sorted(
+        ["k10", "k20", "k25", "k40", "k35", "k31", "k45", "k57"]
+    )
+    assert summary["counts"] == {"input": 10, "unique": 8, "duplicate": 0, "expired": 2, "error": 0}
+    assert summary["state"]["latest_point_after"] == "57.000000"
+
+
+def test_expiry_is_decided_before_the_duplicate_lookup(spark: SparkSession, tmp_path: Path) -> None:
+    data = write_csv(tmp_path / "in" / "a.csv", "id,t,v", ["a,100,1", "a,105,2", "b,200,3", "a,100,4", "a,195,5"])
+    keyed(spark, tmp_path, data, expiry_key="t", expiry_period="10")
+    assert rows(spark, tmp_path, "unique") == sorted([("a", "100", "1"), ("b", "200", "3"), ("a", "195", "5")])
+    assert rows(spark, tmp_path, "duplicate") == sorted([("a", "105", "2")])
+    assert rows(spark, tmp_path, "expired") == sorted(
+        [("a", "100", "4")]
+    )  # a replayed copy too old: expired, not duplicate
+
+
+def test_a_duplicate_needs_a_live_earlier_record(spark: SparkSession, tmp_path: Path) -> None:
+    # a@100 dies when the latest reaches 110 (100 <= 110 - 10); a@106 then is unique, a@107 its duplicate.
+    data = write_csv(tmp_path / "in" / "a.csv", "id,t", ["a,100", "z,110", "a,106", "a,107", "z,101"])
+    keyed(spark, tmp_path, data, expiry_key="t", expiry_period="10")
+    assert rows(spark, tmp_path, "unique") == sorted([("a", "100"), ("z", "110"), ("a", "106")])
+    assert rows(spark, tmp_path, "duplicate") == sorted([("a", "107"), ("z", "101")])
+
+
+def test_without_expiry_first_in_file_order_wins_with_composite_key(spark: SparkSession, tmp_path: Path) -> None:
+    write_csv(tmp_path / "in" / "b.csv", "id,kind,v", ["1,x,b1", "1,y,b2"])
+    write_csv(tmp_path / "in" / "a.csv", "id,kind,v", ["1,x,a1", "2,x,a2", "1,x,a3"])
+    summary = keyed(spark, tmp_path, tmp_path / "in", key="id,kind")
+    assert rows(spark, tmp_path, "unique") == sorted([("1", "x", "a1"), ("2", "x", "a2"), ("1", "y", "b2")])
+    assert rows(spark, tmp_path, "duplicate") == sorted([("1", "x", "a3"), ("1", "x", "b1")])
+    assert summary["counts"]["input"] == 5
+
+
+def test_bad_records_go_to_error_with_their_reason(spark: SparkSession, tmp_path: Path) -> None:
+    data = write_csv(tmp_path / "in" / "a.csv", "id,t", ["a,1", ",2", "b,", "c,abc", "d,4"])
+    summary = keyed(spark, tmp_path, data, expiry_key="t", expiry_period="10")
+    assert rows(spark, tmp_path, "error") == [
+        ("", "2", "key field 'id' is missing or null"),
+        ("b", "", "expiry field 't' is missing or null"),
+        ("c", "abc", "expiry field 't' is not a number"),
+    ]
+    assert summary["counts"] == {"input": 5, "unique": 2, "duplicate": 0, "expired": 0, "error": 3}
+    assert summary["errors_by_reason"]["expiry field 't' is not a number"] == 1
+
+
+def test_timestamp_expiry_with_a_duration(spark: SparkSession, tmp_path: Path) -> None:
+    data = write_csv(tmp_path / "in" / "a.csv", "id,ts", [
+        "a,2026-11-22T10:00:00Z", "b,2026-11-22 11:00:00", "c,2026-11-22T10:00:00Z", "d,2026-11-22T10:00:01Z",
+        "e,yesterday",
+    ])  # fmt: skip
+    summary = keyed(spark, tmp_path, data, expiry_key="ts", expiry_period="1h", bucket_span="15m")
+    assert [r[0] for r in rows(spark, tmp_path, "expired")] == sorted(["c"])  # exactly 1 h older than the latest
+    assert [r[0] for r in rows(spark, tmp_path, "unique")] == sorted(["a", "b", "d"])
+    assert [r[2] for r in rows(spark, tmp_path, "error")] == sorted(["expiry field 'ts' is not a timestamp"])
+    assert summary["state"]["latest_point_after"] == "2026-11-22T11:00:00+00:00"
+
+
+def test_state_across_runs_and_bucket_deletion(spark: SparkSession, tmp_path: Path) -> None:
+    first = write_csv(tmp_path / "in1" / "a.csv", "id,t", ["a,100", "b,104"])
+    keyed(spark, tmp_path, first, RUN1, expiry_key="t", expiry_period="10", bucket_span="5")
+    second = write_csv(tmp_path / "in2" / "a.csv", "id,t", ["a,101", "b,103", "x,90", "c,112", "b,105", "a,106"])
+    summary = keyed(spark, tmp_path, second, RUN2, expiry_key="t", expiry_period="10")
+    # a@101: a@100 of run 1 is live (100 > 104 - 10): duplicate. x@90 <= 104 - 10: expired (run 1's latest point).
+    # After c@112, a@100 and a@101 are dead (<= 102) but b@104 is not: b@105 duplicate, a@106 unique.
+    assert rows(spark, tmp_path, "duplicate", RUN2) == sorted([("a", "101"), ("b", "103"), ("b", "105")])
+    assert rows(spark, tmp_path, "expired", RUN2) == sorted([("x", "90")])
+    assert rows(spark, tmp_path, "unique", RUN2) == sorted([("c", "112"), ("a", "106")])
+    assert summary["state"]["parent_run"] == RUN1
+    assert summary["state"]["latest_point_before"] == "104.000000"
+    commit = json.loads((tmp_path / "state" / "commits" / f"{RUN2}.json").read_text())
+    # Bucket 20 = [100, 105) is fully expired at latest 112 (105 <= 102 is false) -> still live; nothing retired yet.
+    assert sorted(commit["buckets"]) == ["20", "21", "22"]
+    third = write_csv(tmp_path / "in3" / "a.csv", "id,t", ["d,125"])
+    keyed(spark, tmp_path, third, RUN3, expiry_key="t", expiry_period="10")
+    commit3 = json.loads((tmp_path / "state" / "commits" / f"{RUN3}.json").read_text())
+    assert sorted(commit3["retired"]) == ["20", "21", "22"]  # (B+1)*5 <= 115
+    assert list(commit3["buckets"]) == ["25"]
+    fourth = write_csv(tmp_path / "in4" / "a.csv", "id,t", ["d,126"])
+    summary4 = keyed(spark, tmp_path, fourth, "2026-11-04-00-00-00", expiry_key="t", expiry_period="10")
+    assert summary4["state"]["bucket_folders_deleted"] == 3  # run 1 wrote bucket 20; run 2 wrote 21 (a, b) and 22
+    assert not (tmp_path / "state" / "runs" / f"run={RUN1}" / "bucket=20").exists()
+    assert rows(spark, tmp_path, "duplicate", "2026-11-04-00-00-00") == sorted([("d", "126")])
+
+
+def test_state_without_expiry_and_rerun_of_a_failed_run(spark: SparkSession, tmp_path: Path) -> None:
+    keyed(spark, tmp_path, write_csv(tmp_path / "in1" / "a.csv", "id", ["a", "b"]), RUN1)
+    second = write_csv(tmp_path / "in2" / "a.csv", "id", ["c", "a", "c", "d"])
+    keyed(spark, tmp_path, second, RUN2)
+    expected = {o: rows(spark, tmp_path, o, RUN2) for o in ("unique", "duplicate")}
+    assert expected == {"unique": [("c",), ("d",)], "duplicate": [("a",), ("c",)]}
+    # The run "failed" after its state commit but before _SUCCESS: a rerun reads the state before RUN2.
+    (tmp_path / "out" / f"run={RUN2}" / "_SUCCESS").unlink()
+    keyed(spark, tmp_path, second, RUN2)
+    assert {o: rows(spark, tmp_path, o, RUN2) for o in ("unique", "duplicate")} == expected
+    # ... and one that failed before its commit (half-written state files) gives the same too.
+    (tmp_path / "state" / "commits" / f"{RUN2}.json").unlink()
+    keyed(spark, tmp_path, second, RUN2)
+    assert {o: rows(spark, tmp_path, o, RUN2) for o in ("unique", "duplicate")} == expected
+    assert (tmp_path / "out" / f"run={RUN2}" / "_SUCCESS").exists()
+    keyed(spark, tmp_path, write_csv(tmp_path / "in3" / "a.csv", "id", ["d", "e"]), RUN3)
+    assert rows(spark, tmp_path, "unique", RUN3) == sorted([("e",)])
+
+
+def test_jsonl_lines_are_written_back_unchanged(spark: SparkSession, tmp_path: Path) -> None:
+    data = tmp_path / "in" / "a.jsonl"
+    data.parent.mkdir()
+    lines = ['{"id": 1, "n": {"x": 1}}', '{"id":1,"n":2}', '{"id": null}', "not json", '{"other": 3}', '{"id": "2"}']
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    summary = keyed(spark, tmp_path, data, fmt="jsonl")
+    out = tmp_path / "out" / f"run={RUN1}"
+
+    def read(outcome: str) -> list[str]:
+        return sorted(line for p in (out / outcome).glob("part-*") for line in p.read_text().splitlines())
+
+    assert read("unique") == sorted([lines[0], lines[5]])
+    assert read("duplicate") == [lines[1]]
+    errors = sorted((json.loads(line) for line in read("error")), key=lambda e: e["line"])
+    assert errors == sorted([
+        {"line": lines[2], "error": "key field 'id' is missing or null"},
+        {"line": "not json", "error": "not a JSON line"},
+        {"line": lines[4], "error": "key field 'id' is missing or null"},
+    ], key=lambda e: e["line"])  # fmt: skip
+    assert summary["counts"]["input"] == 6
+
+
+def test_parquet_in_parquet_out(spark: SparkSession, tmp_path: Path) -> None:
+    frame = spark.createDataFrame([(1, 10, "a"), (1, 11, "b"), (2, 12, "c")], "id long, seq long, v string")
+    frame.coalesce(1).write.parquet(str(tmp_path / "in"))
+    keyed(spark, tmp_path, tmp_path / "in", fmt="parquet", expiry_key="seq", expiry_period="100")
+    unique = spark.read.parquet(str(tmp_path / "out" / f"run={RUN1}" / "unique"))
+    assert sorted(tuple(r) for r in unique.collect()) == [(1, 10, "a"), (2, 12, "c")]
+    assert unique.schema == frame.schema
+
+
+def reference_model(records: list[tuple[str, int]], period: int) -> list[str]:
+    """The rule, record by record in input order, in plain Python."""
+    latest: int | None = None
+    seen: dict[str, int] = {}
+    outcomes = []
+    for key, value in records:
+        latest = value if latest is None else max(latest, value)
+        if value <= latest - period:
+            outcomes.append("expired")
+            continue
+        earlier = seen.get(key)
+        outcomes.append("duplicate" if earlier is not None and earlier > latest - period else "unique")
+        seen[key] = value if earlier is None else max(earlier, value)
+    return outcomes
+
+
+def test_matches_the_sequential_model_whatever_the_partitioning(spark: SparkSession, tmp_path: Path) -> None:
+    rng = random.Random(7)
+    files: dict[str, list[tuple[str, int]]] = {}
+    for name in ("b.csv", "a.csv", "c.csv"):
+        offset = 300 if name == "c.csv" else 0
+        files[name] = [(f"k{rng.randrange(30)}", rng.randrange(1000) + offset) for _ in range(150)]
+        write_csv(tmp_path / "in" / name, "id,t,n", [f"{k},{t},{name}:{i}" for i, (k, t) in enumerate(files[name])])
+    ordered = [(f"{name}:{i}", k, t) for name in sorted(files) for i, (k, t) in enumerate(files[name])]
+    model = reference_model([(k, t) for _, k, t in ordered], 200)
+    expected = dict(zip([n for n, _, _ in ordered], model, strict=True))
+    for max_bytes in ("256", "128MB"):  # 256 bytes: every file is read as many splits, in several tasks
+        spark.conf.set("spark.sql.files.maxPartitionBytes", max_bytes)
+        spark.conf.set("spark.sql.files.openCostInBytes", "0" if max_bytes == "256" else "4194304")
+        out = tmp_path / f"run-{max_bytes}"
+        try:
+            options = KeyedOptions(input=str(tmp_path / "in"), output=str(out), format="csv", key="id",
+                                   state=str(out / "state"), expiry_key="t", expiry_period="200")  # fmt: skip
+            run(spark, options, RUN1)
+        finally:
+            spark.conf.unset("spark.sql.files.maxPartitionBytes")
+            spark.conf.unset("spark.sql.files.openCostInBytes")
+        got = {}
+        for outcome in ("unique", "duplicate", "expired"):
+            frame = spark.read.option("header", "true").csv(str(out / f"run={RUN1}" / outcome))
+            got.update({row["n"]: outcome for row in frame.collect()})
+        assert got == expected
+    assert sorted(set(model)) == ["duplicate", "expired", "unique"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"expiry_key": "t"}, "--expiry-key given alone"),
+        ({"expiry_period": "10"}, "--expiry-period given alone"),
+        ({"expiry_key": "t", "expiry_period": "ten"}, "--expiry-period: given 'ten'; allowed: a positive number"),
+        ({"expiry_key": "t", "expiry_period": "-3"}, "not positive"),
+        ({"expiry_key": "t", "expiry_period": "1d", "bucket_span": "3"}, "both plain numbers or both durations"),
+        ({"bucket_span": "3"}, "--bucket-span: only allowed with"),
+        ({"key": "a,,b"}, "--key: given 'a,,b'"),
+        ({"key": "a,a"}, "names a field twice"),
+    ],
+)
+def test_bad_arguments(options: dict[str, str], message: str) -> None:
+    base: dict[str, Any] = {"input": "in", "output": "out", "format": "csv", "key": "id", "state": "s"}
+    with pytest.raises(InvalidArgumentError, match=message):
+        settings_from(KeyedOptions(**{**base, **options}))
+
+
+def test_period_syntax() -> None:
+    assert parse_period("30d", "-").value == 30 * 86400
+    assert parse_period("1h30m", "-").value == 5400
+    assert parse_period("250ms", "-").kind == "timestamp"
+    assert parse_period("2.5", "-").kind == "number"
+
+
+def test_bad_input_errors(spark: SparkSession, tmp_path: Path) -> None:
+    data = write_csv(tmp_path / "in" / "a.csv", "id,t", ["a,1"])
+    with pytest.raises(InvalidArgumentError, match=r"--key/--expiry-key: field\(s\) \['nope'\] are not in the input"):
+        keyed(spark, tmp_path, data, key="nope")
+    with pytest.raises(InvalidArgumentError, match="--format: given 'xml'; allowed: csv, jsonl, parquet"):
+        keyed(spark, tmp_path, data, fmt="xml")
+    with pytest.raises(InputNotFoundError):
+        keyed(spark, tmp_path, tmp_path / "missing")
+    keyed(spark, tmp_path, data, RUN1)
+    with pytest.raises(InvalidArgumentError, match="--key: given t, but the state was built with id"):
+        keyed(spark, tmp_path, data, RUN2, key="t")
+
+
+def test_command_line(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = write_csv(tmp_path / "in" / "a.csv", "id", ["a", "a"])
+    args = ["keyed", "--input", str(data), "--output", str(tmp_path / "out"), "--format", "csv", "--key", "id",
+            "--state", str(tmp_path / "state"), "--run-id", RUN1]  # fmt: skip
+    assert main(args) == 0
+    assert "duplicate" in capsys.readouterr().out
+    assert main([*args[:5], "--format", "tsv", *args[7:]]) == 2
+    assert "--format: given 'tsv'" in capsys.readouterr().err

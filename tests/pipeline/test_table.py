@@ -1,0 +1,208 @@
+"""Keyed tables with merge engines (`python -m jobs table …`): exact rows for every engine rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.cli import main
+from jobs.errors import InvalidArgumentError
+from jobs.tables import job
+from jobs.tables.job import InvalidInsertError
+from jobs.tables.log import TableExistsError, TableNotFoundError, TableSettings
+
+
+class Table:
+    """A table in a temporary folder, with helpers that insert inline CSV rows and read results back."""
+
+    def __init__(self, spark: SparkSession, root: Path, header: str, **settings: Any) -> None:
+        self.spark, self.root, self.header = spark, root, header
+        self.path = str(root / "table")
+        self.inserts = 0
+        job.create(spark, self.path, TableSettings(**settings))
+
+    def insert(self, rows: list[str], token: str | None = None) -> dict[str, Any]:
+        self.inserts += 1
+        source = self.root / f"in{self.inserts}.csv"
+        source.write_text("\n".join([self.header, *rows]) + "\n", encoding="utf-8")
+        return job.insert(self.spark, self.path, str(source), "csv", token)
+
+    def select(self, final: bool = False) -> list[tuple[Any, ...]]:
+        out = self.root / ("final" if final else "stored")
+        job.select(self.spark, self.path, str(out), final)
+        return sorted(tuple(row) for row in self.spark.read.parquet(str(out)).collect())
+
+    def commits(self) -> int:
+        return len(list((self.root / "table" / "_log").glob("*.json")))
+
+
+def test_replacing_without_version_last_inserted_wins(spark: SparkSession, tmp_path: Path) -> None:
+    table = Table(spark, tmp_path, "id,v", engine="replacing", key=("id",))
+    table.insert(["k1,a", "k2,b", "k1,c"])
+    table.insert(["k2,d"])
+    assert table.select() == [("k1", "a"), ("k1", "c"), ("k2", "b"), ("k2", "d")]  # as stored: duplicates
+    assert table.select(final=True) == [("k1", "c"), ("k2", "d")]
+    job.optimize(spark, table.path, cleanup=False)
+    assert table.select() == [("k1", "c"), ("k2", "d")]
+    assert len(list((tmp_path / "table" / "parts").iterdir())) == 1
+
+
+def test_replacing_max_version_ties_go_to_the_last_insert(spark: SparkSession, tmp_path: Path) -> None:
+    table = Table(spark, tmp_path, "id,ver,v", engine="replacing", key=("id",), version="ver")
+    table.insert(["k1,2,x", "k2,10,p"])
+    table.insert(["k1,2,y", "k2,3,q", "k3,1,r", "k3,1,s"])
+    assert table.select(final=True) == [("k1", "2", "y"), ("k2", "10", "p"), ("k3", "1", "s")]
+
+
+def test_replacing_is_deleted_final_optimize_and_cleanup(spark: SparkSession, tmp_path: Path) -> None:
+    table = Table(spark, tmp_path, "id,ver,del,v", engine="replacing", key=("id",), version="ver", is_deleted="del")
+    table.insert(["k1,1,0,a", "k2,1,0,b"])
+    table.insert(["k1,2,1,gone"])
+    assert table.select(final=True) == [("k2", "1", "0", "b")]
+    job.optimize(spark, table.path, cleanup=False)  # a plain merge keeps the winning tombstone ...
+    assert table.select() == [("k1", "2", "1", "gone"), ("k2", "1", "0", "b")]
+    table.insert(["k1,1,0,late"])  # ... so a late lower version cannot bring k1 back
+    assert table.select(final=True) == [("k2", "1", "0", "b")]
+    job.optimize(spark, table.path, cleanup=True)
+    assert table.select() == [("k2", "1", "0", "b")]
+    table.insert(["k1,1,0,later"])  # after cleanup a late row resurrects the key, as in ClickHouse
+    assert table.select(final=True) == [("k1", "1", "0", "later"), ("k2", "1", "0", "b")]
+
+
+def test_collapsing_pairs_unpaired_rows_and_order(spark: SparkSession, tmp_path: Path) -> None:
+    table = Table(spark, tmp_path, "id,sign,v", engine="collapsing", key=("id",), sign="sign")
+    table.insert(["A,1,a1", "B,-1,b1", "C,1,c1", "D,-1,d1", "E,1,e1", "E,-1,e2", "F,-1,f1"])
+    table.insert(["A,-1,a2", "B,1,b2", "E,1,e3", "F,-1,f2", "F,1,f3"])
+    # A: +1,-1 cancel. B: a cancel row before its state row. C: unpaired +1. D: unpaired -1. E: P > N.
+    # F: N > P.
+    assert table.select(final=True) == [("B", "1", "b2"), ("C", "1", "c1"), ("E", "1", "e3")]
+    job.optimize(spark, table.path, cleanup=False)
+    assert table.select() == [
+        ("B", "-1", "b1"), ("B", "1", "b2"),  # P == N, last +1: the first -1 and the last +1 both stay
+        ("C", "1", "c1"),
+        ("D", "-1", "d1"),  # N > P: the first -1 stays in the merged part (FINAL hides it)
+        ("E", "1", "e3"),
+        ("F", "-1", "f1"),
+    ]  # fmt: skip
+    assert table.select(final=True) == [("B", "1", "b2"), ("C", "1", "c1"), ("E", "1", "e3")]
+
+
+def test_versioned_collapsing_cancels_in_any_order(spark: SparkSession, tmp_path: Path) -> None:
+    table = Table(spark, tmp_path, "id,ver,sign,v", engine="versioned-collapsing", key=("id",), version="ver",
+                  sign="sign")  # fmt: skip
+    table.insert(["k1,1,-1,cancel", "k2,1,1,x1", "k2,1,1,x2", "k3,1,-1,lonely"])
+    table.insert(["k1,1,1,state", "k1,2,1,new", "k2,1,-1,x3"])
+    expected = [("k1", "2", "1", "new"), ("k2", "1", "1", "x1"), ("k3", "1", "-1", "lonely")]
+    assert table.select(final=True) == expected  # the -1 of k2 cancels the most recent +1 (x2)
+    assert len(table.select()) == 7
+    job.optimize(spark, table.path, cleanup=False)
+    assert table.select() == expected
+
+
+def test_insert_token_and_dedup_window(spark: SparkSession, tmp_path: Path) -> None:
+    table = Table(spark, tmp_path, "id,v", engine="replacing", key=("id",), dedup_window=2)
+    assert table.insert(["a,1"], token="batch-1")["skipped"] is None
+    skipped = table.insert(["a,1", "b,2"], token="batch-1")  # a retried batch, even with changed data
+    assert skipped["skipped"] == "token 'batch-1' was already applied to the table"
+    assert table.insert(["a,1"], token="batch-2")["skipped"] is None  # a new token lets the same data in
+    assert table.insert(["a,1"])["skipped"] is None  # token inserts record no data hash
+    assert table.insert(["a,1"])["skipped"] == "the same data was inserted within the last 2 inserts"
+    assert table.insert(["c,3"])["skipped"] is None
+    assert table.insert(["d,4"])["skipped"] is None
+    assert table.insert(["a,1"])["skipped"] is None  # out of the window of 2 inserts now
+    assert table.select() == [("a", "1")] * 4 + [("c", "3"), ("d", "4")]
+
+
+def test_without_window_an_identical_insert_is_applied_twice(spark: SparkSession, tmp_path: Path) -> None:
+    table = Table(spark, tmp_path, "id,v", engine="replacing", key=("id",))
+    table.insert(["a,1"])
+    table.insert(["a,1"])
+    assert table.select() == [("a", "1"), ("a", "1")]
+    assert table.select(final=True) == [("a", "1")]
+
+
+def test_bad_inserts_are_rejected_whole_and_leave_the_table_as_it_was(spark: SparkSession, tmp_path: Path) -> None:
+    table = Table(spark, tmp_path, "id,sign,n", engine="collapsing", key=("id",), sign="sign")
+    table.insert(["a,1,1"])
+    with pytest.raises(InvalidInsertError, match=r"1 row\(s\): sign column 'sign' is not 1 or -1"):
+        table.insert(["b,1,1", "c,2,1"])
+    with pytest.raises(InvalidInsertError, match=r"1 row\(s\): key column 'id' is null"):
+        table.insert(["b,1,1", ",1,1"])
+    table.header = "id,sign"
+    with pytest.raises(InvalidInsertError, match="differ from the table's"):
+        table.insert(["b,1"])
+    table.header = "id,n"
+    with pytest.raises(InvalidArgumentError, match=r"key/role columns \['sign'\] are not in the input"):
+        table.insert(["b,1"])
+    assert table.commits() == 2
+    assert table.select() == [("a", "1", "1")]
+
+
+def test_later_inserts_convert_to_the_table_types(spark: SparkSession, tmp_path: Path) -> None:
+    table_path = str(tmp_path / "t")
+    job.create(spark, table_path, TableSettings(engine="replacing", key=("id",), version="ver"))
+    first = tmp_path / "first.jsonl"
+    first.write_text('{"id": "a", "ver": 1}\n', encoding="utf-8")
+    job.insert(spark, table_path, str(first), "jsonl", None)
+    second = tmp_path / "second.csv"
+    second.write_text("id,ver\na,2\n", encoding="utf-8")
+    job.insert(spark, table_path, str(second), "csv", None)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,ver\na,two\n", encoding="utf-8")
+    with pytest.raises(InvalidInsertError, match="version column 'ver' is null or not a number"):
+        job.insert(spark, table_path, str(bad), "csv", None)
+    job.select(spark, table_path, str(tmp_path / "out"), True)
+    assert [tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect()] == [("a", 2)]
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"engine": "summing"}, "--engine: given 'summing'; allowed: replacing, collapsing, versioned-collapsing"),
+        ({"engine": "replacing", "sign": "s"}, "--sign: only for the collapsing"),
+        ({"engine": "collapsing"}, "--sign: required by the collapsing engine"),
+        ({"engine": "versioned-collapsing", "sign": "s"}, "--version: required"),
+        ({"engine": "replacing", "is_deleted": "d"}, "--is-deleted: only for the replacing engine, together with"),
+        ({"engine": "replacing", "dedup_window": -1}, "--dedup-window: given -1"),
+        ({"engine": "replacing", "version": "id"}, "used twice"),
+    ],
+)
+def test_bad_create_arguments(spark: SparkSession, tmp_path: Path, settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=message):
+        job.create(spark, str(tmp_path / "t"), TableSettings(key=("id",), **settings))
+
+
+def test_table_errors(spark: SparkSession, tmp_path: Path) -> None:
+    with pytest.raises(TableNotFoundError, match="is not a table"):
+        job.select(spark, str(tmp_path / "none"), str(tmp_path / "out"), False)
+    job.create(spark, str(tmp_path / "t"), TableSettings(engine="replacing", key=("id",)))
+    with pytest.raises(TableExistsError):
+        job.create(spark, str(tmp_path / "t"), TableSettings(engine="replacing", key=("id",)))
+    with pytest.raises(InvalidArgumentError, match="--cleanup: only for replacing tables created with --is-deleted"):
+        job.optimize(spark, str(tmp_path / "t"), cleanup=True)
+    assert job.optimize(spark, str(tmp_path / "t"), cleanup=False)["parts_after"] == 0
+    job.select(spark, str(tmp_path / "t"), str(tmp_path / "out"), True)  # an empty table: an empty folder
+    assert [p.name for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")] == ["_SUCCESS"]
+
+
+def test_command_line(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = str(tmp_path / "t")
+    data = tmp_path / "in.csv"
+    data.write_text("id,v\na,1\n", encoding="utf-8")
+    assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+    insert = ["table", "insert", "--table", table, "--input", str(data), "--format", "csv", "--token", "t1"]
+    assert main(insert) == 0
+    assert main(insert) == 0
+    assert "SKIPPED: token 't1' was already applied" in capsys.readouterr().out
+    assert (
+        main(["table", "select", "--table", table, "--output", str(tmp_path / "o"), "--final", "--format", "csv"]) == 0
+    )
+    assert (tmp_path / "o" / "_SUCCESS").exists()
+    assert main(["table", "create", "--table", table, "--engine", "merge", "--key", "id"]) == 2
+    assert "--engine: given 'merge'" in capsys.readouterr().err
+    head = json.loads(sorted((tmp_path / "t" / "_log").glob("*.json"))[-1].read_text())
+    assert head["tokens"] == ["t1"]
