@@ -206,27 +206,9 @@ class AlarmConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _EnvFile:
+class EnvSettings:
     """The keys of `configs/<env>.json` besides `jobs` (which `JobConfig` validates)."""
 
-    account: str | None = None
-    region: str = "eu-west-1"
-    retain_data: bool = True
-    tags: dict[str, str] = field(default_factory=dict)
-    storage: StorageConfig = field(default_factory=StorageConfig)
-    manifest: ManifestConfig = field(default_factory=ManifestConfig)
-    emr: EmrConfig = field(default_factory=EmrConfig)
-    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
-    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    alarm: AlarmConfig = field(default_factory=AlarmConfig)
-
-
-@dataclass(frozen=True, kw_only=True)
-class EnvConfig:
-    """One environment's validated config: what app.py turns into stacks."""
-
-    env: str
-    """The environment's name (the file's name): part of every stack name and tag."""
     account: str | None = None
     """AWS account id; null: the CLI's current account (`CDK_DEFAULT_ACCOUNT`), fine for dev only."""
     region: str = "eu-west-1"
@@ -241,6 +223,14 @@ class EnvConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     alarm: AlarmConfig = field(default_factory=AlarmConfig)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvConfig(EnvSettings):
+    """One environment's validated config: what app.py turns into stacks."""
+
+    env: str
+    """The environment's name (the file's name): part of every stack name and tag."""
     jobs: dict[str, Any] = field(default_factory=dict)
     """The jobs' config section as written (validated as a `JobConfig`), deployed as `config.json`."""
     job_config: JobConfig = field(default_factory=JobConfig)
@@ -300,28 +290,15 @@ def config_from_data(env: str, data: Any) -> EnvConfig:
     infra = {key: value for key, value in data.items() if key != "jobs"}
     jobs = data.get("jobs", {})
     try:
-        parsed = config_from_dict(_EnvFile, infra)
+        parsed = config_from_dict(EnvSettings, infra)
     except EnvConfigError:
         raise
     except InvalidConfigError as err:
-        allowed = "jobs, " + ", ".join(_EnvFile.__dataclass_fields__)
+        allowed = "jobs, " + ", ".join(EnvSettings.__dataclass_fields__)
         raise EnvConfigError(f"{err}" + ("" if "allowed" in str(err) else f"; allowed keys: {allowed}")) from None
     try:
         job_config = config_from_dict(JobConfig, jobs, "jobs")
     except InvalidConfigError as err:
         raise EnvConfigError(str(err)) from None
-    return EnvConfig(
-        env=env,
-        account=parsed.account,
-        region=parsed.region,
-        retain_data=parsed.retain_data,
-        tags=parsed.tags,
-        storage=parsed.storage,
-        manifest=parsed.manifest,
-        emr=parsed.emr,
-        schedule=parsed.schedule,
-        pipeline=parsed.pipeline,
-        alarm=parsed.alarm,
-        jobs=jobs,
-        job_config=job_config,
-    )
+    settings = {name: getattr(parsed, name) for name in EnvSettings.__dataclass_fields__}
+    return EnvConfig(env=env, jobs=jobs, job_config=job_config, **settings)
