@@ -98,7 +98,9 @@ class EventFactory:
         user = uuid.UUID(int=rng.getrandbits(128), version=4)
         session = uuid.UUID(int=rng.getrandbits(128), version=4)
         created = when - timedelta(milliseconds=rng.randrange(50, 5000))
-        url = f"https://www.example.com{PAGES[page]}?utm_source=newsletter&utm_medium=email&ref={rng.randrange(10**6)}"
+        campaign = rng.random() < 0.3
+        query = f"utm_source=newsletter&utm_medium=email&ref={rng.randrange(10**6)}" if campaign else ""
+        url = f"https://www.example.com{PAGES[page]}" + (f"?{query}" if campaign else "")
         set_fields(f, {
             "app_id": "winnow-web", "platform": rng.choice(("web", "web", "mob")), "event_id": event_id,
             "collector_tstamp": tstamp(when), "dvce_created_tstamp": tstamp(created),
@@ -113,9 +115,9 @@ class EventFactory:
             "geo_latitude": str(geo[4]), "geo_longitude": str(geo[5]), "geo_region_name": geo[6], "geo_timezone": geo[7],
             "page_url": url, "page_title": TITLES[page], "page_referrer": "https://www.google.com/",
             "page_urlscheme": "https", "page_urlhost": "www.example.com", "page_urlport": "443",
-            "page_urlpath": PAGES[page], "page_urlquery": url.split("?", 1)[1],
+            "page_urlpath": PAGES[page], "page_urlquery": query,
             "refr_urlscheme": "https", "refr_urlhost": "www.google.com", "refr_urlport": "443", "refr_urlpath": "/",
-            "refr_medium": "search", "refr_source": "Google", "mkt_medium": "email", "mkt_source": "newsletter",
+            "refr_medium": "search", "refr_source": "Google",
             "useragent": agent[0], "br_name": agent[1], "br_family": agent[2], "br_version": agent[3], "br_type": agent[4],
             "br_renderengine": agent[5], "br_lang": rng.choice(("en-GB", "en-US", "de-DE", "fr-FR")),
             "br_features_pdf": "1", "br_features_flash": "0", "br_features_java": "0", "br_features_director": "0",
@@ -127,14 +129,19 @@ class EventFactory:
             "doc_charset": "UTF-8", "doc_width": "1280", "doc_height": str(rng.randrange(800, 9000)),
         })  # fmt: skip
         page_id = uuid.UUID(int=rng.getrandbits(128), version=4)
-        custom = [{"schema": "iglu:org.schema/WebPage/jsonschema/1-0-0",
-                   "data": {"genre": "product", "author": "Winnow", "inLanguage": "en-GB", "keywords": ["dedup", "spark"]}},
-                  {"schema": "iglu:com.snowplowanalytics.snowplow/web_page/jsonschema/1-0-0", "data": {"id": str(page_id)}}]  # fmt: skip
+        custom: list[dict[str, object]] = [
+            {"schema": "iglu:com.snowplowanalytics.snowplow/web_page/jsonschema/1-0-0", "data": {"id": str(page_id)}}
+        ]
+        if kind == "page_view":
+            custom.append({"schema": "iglu:org.schema/WebPage/jsonschema/1-0-0",
+                           "data": {"genre": "product", "author": "Winnow", "inLanguage": "en-GB"}})  # fmt: skip
         f[FIELD_INDEX["contexts"]] = compact({"schema": CONTEXTS, "data": custom})
         derived = [{"schema": "iglu:com.snowplowanalytics.snowplow/ua_parser_context/jsonschema/1-0-0",
-                    "data": {"useragentFamily": agent[2], "useragentMajor": agent[3].split(".")[0], "useragentMinor": "0",
-                             "osFamily": agent[7], "deviceFamily": agent[9]}}]  # fmt: skip
-        f[FIELD_INDEX["derived_contexts"]] = compact({"schema": CONTEXTS, "data": derived})
+                    "data": {"useragentFamily": agent[2], "useragentMajor": agent[3].split(".")[0], "osFamily": agent[7]}}]  # fmt: skip
+        if rng.random() < 0.6:  # the UA parser enrichment is not on everywhere
+            f[FIELD_INDEX["derived_contexts"]] = compact({"schema": CONTEXTS, "data": derived})
+        if campaign:
+            set_fields(f, {"mkt_medium": "email", "mkt_source": "newsletter"})
         if kind == "page_view":
             set_fields(f, {"event": "page_view", "event_vendor": "com.snowplowanalytics.snowplow", "event_name": "page_view",
                            "event_format": "jsonschema", "event_version": "1-0-0"})  # fmt: skip
