@@ -27,13 +27,15 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cdk.txt
 
 setup: $(VENV)/.installed ## create .venv from the pinned requirements (once)
 
-demo: setup ## generate two batches of sample events and deduplicate them locally (embedded manifest)
+demo: setup ## two batches of sample events through the pipeline (dedup + shred, embedded manifest), then the report
 	rm -rf $(DEMO)
 	$(PY) -m jobs generate --output $(DEMO)/input --events $(DEMO_EVENTS) --batches 2 --seed 7
-	$(PY) -m jobs dedup --input $(DEMO)/input/batch=1 --output $(DEMO)/output --config configs/local.json \
+	$(PY) -m jobs run --input $(DEMO)/input/batch=1 --output $(DEMO)/output --config configs/local.json \
 		--manifest sqlite:$(DEMO)/manifest.db --create --run-id 2026-11-22-03-00-00
-	$(PY) -m jobs dedup --input $(DEMO)/input/batch=2 --output $(DEMO)/output --config configs/local.json \
+	$(PY) -m jobs run --input $(DEMO)/input/batch=2 --output $(DEMO)/output --config configs/local.json \
 		--manifest sqlite:$(DEMO)/manifest.db --run-id 2026-11-22-04-00-00
+	$(PY) -m jobs report --input $(DEMO)/input --output $(DEMO)/report \
+		--deduplicated $(DEMO)/output/deduplicated/run=2026-11-22-03-00-00 $(DEMO)/output/deduplicated/run=2026-11-22-04-00-00
 
 test: setup ## run the whole test suite
 	$(PY) -m pytest

@@ -28,6 +28,9 @@ COMMAND_MODULES = (
     "jobs.commands.generate",
     "jobs.commands.keyed",
     "jobs.commands.table",
+    "jobs.commands.shred",
+    "jobs.commands.run",
+    "jobs.commands.report",
 )
 
 Progress = Callable[[str], None]

@@ -28,6 +28,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--input", required=True, metavar="IN", help="a file or folder of enriched TSV, plain or .gz")
     parser.add_argument("--output", required=True, metavar="OUT", help="the output folder; the run writes OUT/run=ID/")
     add_run_options(parser)
+    add_dedup_options(parser)
+    parser.set_defaults(handler=handle)
+
+
+def add_dedup_options(parser: argparse.ArgumentParser) -> None:
+    """`--synthetic`, `--manifest` and `--create`: the dedup options `dedup` and `run` share."""
     parser.add_argument("--synthetic", choices=SYNTHETIC_STRATEGIES, metavar="STRATEGY", help=SYNTHETIC_HELP)
     parser.add_argument(
         "--manifest",
@@ -41,19 +47,20 @@ def register(subparsers: Any) -> None:
         help="create the manifest (SQLite file, or DynamoDB on-demand table with TTL) if it does not exist; "
         "for local and dev use, production tables come from the Storage stack",
     )
-    parser.set_defaults(handler=handle)
+
+
+def with_dedup_options(args: argparse.Namespace, config: JobConfig) -> JobConfig:
+    """The config with `--synthetic` and `--manifest` applied over it."""
+    if args.synthetic is not None:
+        config = dataclasses.replace(config, dedup=dataclasses.replace(config.dedup, synthetic=args.synthetic))
+    if args.manifest is not None:
+        config = dataclasses.replace(config, manifest=dataclasses.replace(config.manifest, uri=args.manifest))
+    return config
 
 
 def handle(args: argparse.Namespace) -> int:
     from jobs.dedup import job
     from jobs.summary import render
-
-    def configure(config: JobConfig) -> JobConfig:
-        if args.synthetic is not None:
-            config = dataclasses.replace(config, dedup=dataclasses.replace(config.dedup, synthetic=args.synthetic))
-        if args.manifest is not None:
-            config = dataclasses.replace(config, manifest=dataclasses.replace(config.manifest, uri=args.manifest))
-        return config
 
     return run_spark_job(
         args,
@@ -61,5 +68,5 @@ def handle(args: argparse.Namespace) -> int:
             spark, config, args.input, args.output, run_id, progress, create_manifest=args.create
         ),
         render,
-        configure,
+        lambda config: with_dedup_options(args, config),
     )

@@ -1,0 +1,43 @@
+"""`python -m jobs report`: the distribution of events per event ID, before and after dedup."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from jobs.cli import run_spark_job
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="events per event ID (table and log-scale chart), before and after dedup",
+        description="Count the events of each event ID and how many IDs have 1, 2, 3, … events (the query of "
+        "shared/reference/000), for the enriched input and, with --deduplicated, for a dedup run's good/. Writes "
+        "OUT/events_per_event_id.tsv and OUT/events_per_event_id.png (log scale) and prints the table.",
+    )
+    parser.add_argument(
+        "--input", required=True, metavar="IN", help="enriched TSV before dedup: a file or folder, plain or .gz"
+    )
+    parser.add_argument(
+        "--deduplicated",
+        metavar="RUN",
+        nargs="+",
+        help="one or more dedup run folders (OUT/run=ID: their good/ are read together, e.g. the runs of several "
+        "batches) or enriched TSV after dedup; optional",
+    )
+    parser.add_argument("--output", required=True, metavar="OUT", help="the folder for the table and the chart")
+    parser.add_argument(
+        "--config", metavar="FILE", help="job config JSON (its spark settings apply); default: the built-in defaults"
+    )
+    parser.set_defaults(handler=handle, run_id=None)  # a report is no run: nothing is named by a run id
+
+
+def handle(args: argparse.Namespace) -> int:
+    from jobs import report
+
+    return run_spark_job(
+        args,
+        lambda spark, config, run_id, progress: report.run(spark, args.input, args.deduplicated, args.output, progress),
+        report.render,
+    )

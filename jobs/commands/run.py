@@ -1,0 +1,74 @@
+"""`python -m jobs run`: the whole pipeline, dedup then shred, under one run id."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from jobs.cli import add_run_options, run_spark_job
+from jobs.commands.dedup import add_dedup_options, with_dedup_options
+from jobs.commands.shred import add_format_option
+from jobs.config import JobConfig
+
+DEDUPLICATED, SHREDDED = "deduplicated", "shredded"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="the whole pipeline: dedup, then shred the deduplicated events",
+        description="Deduplicate a batch of enriched events into OUT/deduplicated/run=ID/, then shred its good/ "
+        "into OUT/shredded/run=ID/ (one run id for both). Each step writes its own summary.json and _SUCCESS; "
+        "the shred step starts only when the dedup run is complete.",
+    )
+    parser.add_argument("--input", required=True, metavar="IN", help="a file or folder of enriched TSV, plain or .gz")
+    parser.add_argument(
+        "--output", required=True, metavar="OUT", help="the output folder: OUT/deduplicated/ and OUT/shredded/"
+    )
+    add_run_options(parser)
+    add_dedup_options(parser)
+    add_format_option(parser)
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from jobs.dedup import job as dedup_job
+    from jobs.shred import job as shred_job
+
+    def pipeline(spark: Any, config: JobConfig, run_id: str, progress: Any) -> dict[str, Any]:
+        output = args.output.rstrip("/")
+        deduplicated = dedup_job.run(
+            spark, config, args.input, f"{output}/{DEDUPLICATED}", run_id, progress, create_manifest=args.create
+        )
+        shredded = shred_job.run(
+            spark, config, f"{deduplicated['output']}/good", f"{output}/{SHREDDED}", run_id, progress, args.format
+        )
+        return {"run_id": run_id, "dedup": deduplicated, "shred": shredded}
+
+    return run_spark_job(args, pipeline, render, lambda config: with_dedup_options(args, config))
+
+
+def render(summary: dict[str, Any]) -> str:
+    """One table for the pipeline: the dedup figures, the shred figures, both wall times and the total."""
+    from jobs.shred.job import shred_rows
+    from jobs.summary import render as render_dedup
+
+    dedup, shred = summary["dedup"], summary["shred"]
+    # The dedup table's body (without its title and output lines), indented under a heading.
+    dedup_body = [line for line in render_dedup(dedup).splitlines()[1:] if not line.lstrip().startswith("output:")]
+    rows = shred_rows(shred)
+    width = max(len(label) for label, _ in rows)
+    shred_body = [f"  {label:<{width}}  {value:>12}" for label, value in rows]
+    total = dedup["wall_time_seconds"] + shred["wall_time_seconds"]
+    return "\n".join(
+        [
+            f"Winnow run  run {summary['run_id']}",
+            "  dedup",
+            *(f"  {line}" for line in dedup_body),
+            "  shred",
+            *(f"  {line}" for line in shred_body),
+            f"  total wall time  {total:.1f} s",
+            f"  deduplicated: {dedup['output']}",
+            f"  shredded:     {shred['output']}",
+        ]
+    )

@@ -1,0 +1,217 @@
+"""The shred job: deduplicated enriched events -> atomic-events TSV + shredded-types JSON (or wide rows).
+
+Layout of `OUT/run=ID/` (DESIGN §3, the R30-era Snowplow layout):
+  atomic-events/                                   one 128-column TSV line per good event
+  shredded-types/vendor=V/name=N/format=F/version=M-R-A/   one JSON line per entity
+  bad/                                             DESIGN bad rows, one per rejected input line
+  summary.json, then _SUCCESS last
+With `--format widerow` (`widerow-parquet`): `widerow/` (JSON lines or Parquet) instead of the first two.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal, get_args
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs import __version__
+from jobs.config import JobConfig
+from jobs.enriched.parse import bad_row_json, field, parse_events
+from jobs.errors import InvalidArgumentError
+from jobs.lake import FileSystem, RunFolder, absolute, read_lines
+from jobs.runs import run_timestamp
+from jobs.shred.entities import (
+    JSON_FIELDS,
+    KIND_ORDER,
+    atomic_line,
+    field_entities,
+    field_errors,
+    parse_json_fields,
+    root_tstamp,
+    shredded_line,
+    typed_entities,
+)  # fmt: skip
+
+ShredFormat = Literal["shred", "widerow", "widerow-parquet"]
+SHRED_FORMATS: tuple[str, ...] = get_args(ShredFormat)
+TYPE_COLUMNS = ("vendor", "name", "format", "version")
+
+Progress = Callable[[str], None]
+# The type of `typed_entities`, for the empty array of bad lines.
+_TYPED = "array<struct<kind:string,vendor:string,name:string,format:string,version:string,model:string,data:string>>"
+
+
+def shred_events(parsed: DataFrame) -> DataFrame:
+    """Decide every parsed line (from `parse_events`): good with its entities, or bad with all its errors.
+
+    Returns one row per input line: `line`, `errors` (parser errors, then JSON-field errors; empty when
+    good), `event_id`, `root_tstamp` and `entities` (`typed_entities`, empty for bad lines). An event is
+    good only when every one of its JSON fields and entities is, so it is written whole or not at all.
+    """
+    valid = F.size("errors") == 0
+    line = F.col("line")
+    raw_fields = (F.when(valid, field(line, name)).alias(name) for name in JSON_FIELDS)
+    with_raw = parsed.select("line", "errors", "event_id", "collector_tstamp", *raw_fields)
+    with_json = with_raw.select("*", *parse_json_fields({name: F.col(name) for name in JSON_FIELDS}))
+    # Each field's entities once, in their own column: the checks and the output both read them.
+    with_entities = with_json.select(
+        "line", "errors", "event_id", "collector_tstamp", *JSON_FIELDS, *(f"{name}_env" for name in JSON_FIELDS),
+        *(field_entities(name).alias(f"{name}_entities") for name in JSON_FIELDS),
+    )  # fmt: skip
+    no_errors = F.array().cast("array<string>")
+    errors = F.concat(
+        F.col("errors"),
+        *(
+            F.when(valid, field_errors(name, F.col(name), F.col(f"{name}_entities"))).otherwise(no_errors)
+            for name in JSON_FIELDS
+        ),
+    )
+    checked = with_entities.select(
+        "line",
+        errors.alias("errors"),
+        "event_id",
+        F.when(valid, root_tstamp(F.col("collector_tstamp"))).alias("root_tstamp"),
+        F.concat(*(F.col(f"{name}_entities") for name in KIND_ORDER)).alias("entities"),
+    )
+    is_good = F.size("errors") == 0
+    return checked.select(
+        "line",
+        "errors",
+        "event_id",
+        "root_tstamp",
+        F.when(is_good, typed_entities(F.col("entities"))).otherwise(F.array().cast(_TYPED)).alias("entities"),
+    )
+
+
+def shredded_types(good: DataFrame) -> DataFrame:
+    """One row per entity of the good events: `vendor`, `name`, `format`, `version`, `text` (the JSON line)."""
+    entity = F.col("entity")
+    return good.select("event_id", "root_tstamp", F.explode("entities").alias("entity")).select(
+        *(entity[name].alias(name) for name in TYPE_COLUMNS),
+        shredded_line(entity, F.col("event_id"), F.col("root_tstamp")).alias("text"),
+    )
+
+
+def run(
+    spark: SparkSession,
+    config: JobConfig,
+    input_path: str,
+    output_path: str,
+    run_id: str,
+    progress: Progress = lambda message: None,
+    output_format: ShredFormat = "shred",
+) -> dict[str, Any]:
+    """Run the shred job and return its summary (also written as `summary.json`).
+
+    Args:
+        spark: the session.
+        config: job config; `output.compression` applies to the text outputs.
+        input_path: a file or folder of enriched TSV (typically a dedup run's `good/`).
+        output_path: the output folder; the run writes `OUT/run=ID/`.
+        run_id: the run id (`YYYY-MM-DD-HH-MM-SS`).
+        progress: called with a short message at each step.
+        output_format: `shred` (atomic-events + shredded-types), `widerow` (JSON lines) or `widerow-parquet`.
+
+    Returns:
+        The summary: `counts.input == counts.good + counts.bad`; `entities` (entity lines in all) and
+        `shredded_types` (entity lines per `vendor/name/format/version`).
+
+    Raises:
+        InvalidArgumentError: `output_format` is not one of `SHRED_FORMATS`.
+        InputNotFoundError: the input path does not exist.
+    """
+    from jobs.shred import widerow
+
+    if output_format not in SHRED_FORMATS:
+        raise InvalidArgumentError(f"--format: given {output_format!r}; allowed: {', '.join(SHRED_FORMATS)}")
+    started_at, started = datetime.now(UTC), time.monotonic()
+    run_time = run_timestamp(run_id)
+    input_path, output_path = absolute(input_path), absolute(output_path)
+    lines = read_lines(spark, input_path)
+    parsed = parse_events(lines, config.dedup.fingerprint_fields).select(
+        "line", "errors", "event_id", "collector_tstamp"
+    )
+    # Kept: the counts, the atomic lines, the entities and the bad rows all read it.
+    decided = shred_events(parsed).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        progress(f"reading and shredding {input_path}")
+        is_good = F.size("errors") == 0
+        good, bad = decided.where(is_good), decided.where(~is_good)
+        counts = {row["good"]: row["count"] for row in decided.groupBy(is_good.alias("good")).count().collect()}
+        type_rows = (
+            good.select(F.explode("entities").alias("e"))
+            .groupBy(*(F.col("e")[name].alias(name) for name in ("kind", *TYPE_COLUMNS)))
+            .count()
+            .collect()
+        )
+        types: dict[str, int] = {}
+        for row in type_rows:
+            name = "{vendor}/{name}/{format}/{version}".format(**row.asDict())
+            types[name] = types.get(name, 0) + row["count"]
+        folder = RunFolder(spark, output_path, run_id)
+        folder.clear()
+        compression = config.output.compression
+        if output_format == "shred":
+            progress("writing atomic-events/")
+            folder.write_text("atomic-events", good.select(atomic_line(F.col("line"))), compression)
+            progress("writing shredded-types/")
+            target = f"{folder.path}/shredded-types"
+            shredded_types(good).write.mode("overwrite").option("compression", compression).partitionBy(
+                *TYPE_COLUMNS
+            ).text(target)
+            FileSystem(spark).mkdirs(target)  # an empty output is still a folder, as RunFolder.write_text does
+        else:
+            families = widerow.entity_families(type_rows)
+            progress(f"writing widerow/ ({output_format}, {len(families)} entity columns)")
+            widerow.write(folder, good, families, output_format, compression)
+        progress("writing bad/")
+        folder.write_text("bad", bad.select(bad_row_json(F.col("line"), F.col("errors"), run_time)), compression)
+    finally:
+        decided.unpersist()
+
+    good_count, bad_count = counts.get(True, 0), counts.get(False, 0)
+    summary: dict[str, Any] = {
+        "counts": {"input": good_count + bad_count, "good": good_count, "bad": bad_count},
+        "entities": sum(types.values()),
+        "shredded_types": dict(sorted(types.items())),
+        "job": "shred",
+        "version": __version__,
+        "run_id": run_id,
+        "format": output_format,
+        "input": input_path,
+        "output": folder.path,
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "wall_time_seconds": round(time.monotonic() - started, 3),
+    }
+    folder.write_json("summary.json", summary)
+    folder.seal()
+    return summary
+
+
+def render(summary: dict[str, Any]) -> str:
+    """A plain-text table of a shred summary."""
+    rows = shred_rows(summary)
+    width = max(len(label) for label, _ in rows)
+    lines = [f"Winnow shred  run {summary['run_id']}"]
+    lines.extend(f"  {label:<{width}}  {value:>12}" for label, value in rows)
+    lines.append(f"  output: {summary['output']}")
+    return "\n".join(lines)
+
+
+def shred_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The labelled figures of a shred summary, values already formatted (shared with `run`'s table)."""
+    counts = summary["counts"]
+    rows = [
+        ("input lines", f"{counts['input']:,}"),
+        ("good events", f"{counts['good']:,}"),
+        ("bad", f"{counts['bad']:,}"),
+        ("entities", f"{summary['entities']:,}"),
+    ]
+    rows.extend((f"  {name}", f"{count:,}") for name, count in summary["shredded_types"].items())
+    rows.append(("wall time", f"{summary['wall_time_seconds']:.1f} s"))
+    return rows

@@ -1,0 +1,103 @@
+"""`python -m jobs run`: dedup then shred under one run id, every line accounted for from input to entities."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.cli import main
+from jobs.generate import GenerateOptions, generate
+from tests.pipeline.events import ID_A, ID_B, event
+from tests.pipeline.test_dedup_job import read_lines
+
+RUN_ID = "2026-11-22-04-00-00"
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("generated")
+    generate(folder, GenerateOptions(events=2000, seed=5, files=2, duplicate_share=0.05, bad_share=0.01))
+    return folder
+
+
+def test_the_pipeline_accounts_for_every_line_and_every_entity(
+    spark: SparkSession, generated: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["run", "--input", str(generated), "--output", str(tmp_path), "--run-id", RUN_ID, "--synthetic", "reid"])
+        == 0
+    )
+    deduplicated, shredded = tmp_path / "deduplicated" / f"run={RUN_ID}", tmp_path / "shredded" / f"run={RUN_ID}"
+    dedup = json.loads((deduplicated / "summary.json").read_text())
+    shred = json.loads((shredded / "summary.json").read_text())
+    assert (deduplicated / "_SUCCESS").exists() and (shredded / "_SUCCESS").exists()
+
+    # dedup: input = good + bad + duplicates + quarantined + dropped; shred reads exactly dedup's good.
+    assert dedup["counts"]["input"] == len(read_lines(generated)) == 2000
+    assert shred["input"] == f"{deduplicated}/good"
+    assert shred["counts"] == {"input": dedup["counts"]["good"], "good": dedup["counts"]["good"], "bad": 0}
+    assert dedup["synthetic"]["good"] > 0  # the batch has synthetic copies, re-identified with a duplicate context
+
+    # atomic-events: one 128-column line per good event, the same event ids as dedup's good/.
+    atomic = read_lines(shredded / "atomic-events")
+    assert len(atomic) == shred["counts"]["good"]
+    assert {len(line.split("\t")) for line in atomic} == {128}
+    good_ids = sorted(line.split("\t")[6] for line in read_lines(deduplicated / "good"))
+    assert sorted(line.split("\t")[6] for line in atomic) == good_ids
+
+    # shredded-types: each folder holds its type's entities, counted in summary.json, each joined to an event.
+    per_type = {}
+    ids = set(good_ids)
+    for folder in sorted({path.parent for path in (shredded / "shredded-types").rglob("part-*")}):
+        parts = dict(part.split("=", 1) for part in folder.relative_to(shredded / "shredded-types").parts)
+        lines = [json.loads(line) for line in read_lines(folder)]
+        assert {json.dumps(line["schema"], sort_keys=True) for line in lines} == {
+            json.dumps({**parts, "format": "jsonschema"}, sort_keys=True)
+        }
+        assert all(line["hierarchy"]["rootId"] in ids for line in lines)
+        per_type["{vendor}/{name}/{format}/{version}".format(**parts)] = len(lines)
+    assert per_type == shred["shredded_types"]
+    assert sum(per_type.values()) == shred["entities"]
+    assert per_type["com.snowplowanalytics.snowplow/duplicate/jsonschema/1-0-0"] == dedup["synthetic"]["good"]
+    # Every good generated event has the web_page and ua_parser contexts.
+    assert per_type["com.snowplowanalytics.snowplow/web_page/jsonschema/1-0-0"] == shred["counts"]["good"]
+
+    table = capsys.readouterr().out
+    assert table.startswith(f"Winnow run  run {RUN_ID}\n  dedup\n")
+    assert "\n  shred\n" in table
+    assert f"{shred['counts']['good']:,}" in table
+    assert f"  shredded:     {shredded}" in table
+
+
+def test_a_missing_input_stops_the_pipeline_before_any_output(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["run", "--input", str(tmp_path / "nowhere"), "--output", str(tmp_path / "out"), "--run-id", RUN_ID]) == 2
+    )
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: --input: {tmp_path / 'nowhere'} does not exist"
+    assert not (tmp_path / "out" / "shredded").exists()
+
+
+def test_the_dedup_options_reach_the_dedup_step(spark: SparkSession, tmp_path: Path) -> None:
+    source = tmp_path / "in.tsv"
+    source.write_text(
+        "".join(
+            line + "\n"
+            for line in (event(ID_A, event_fingerprint="x"), event(ID_A, event_fingerprint="y"), event(ID_B))
+        )
+    )
+    manifest = tmp_path / "manifest.db"
+    argv = ["run", "--input", str(source), "--output", str(tmp_path / "out"), "--run-id", RUN_ID]
+    assert main([*argv, "--synthetic", "quarantine", "--manifest", f"sqlite:{manifest}", "--create"]) == 0
+
+    dedup = json.loads((tmp_path / "out" / "deduplicated" / f"run={RUN_ID}" / "summary.json").read_text())
+    shred = json.loads((tmp_path / "out" / "shredded" / f"run={RUN_ID}" / "summary.json").read_text())
+    assert dedup["synthetic"]["strategy"] == "quarantine"
+    assert dedup["manifest"]["uri"] == f"sqlite:{manifest}"
+    assert manifest.exists()
+    assert (dedup["counts"]["quarantined"], dedup["counts"]["good"]) == (2, 1)
+    assert shred["counts"] == {"input": 1, "good": 1, "bad": 0}

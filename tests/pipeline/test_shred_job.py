@@ -1,0 +1,254 @@
+"""The shred job end to end: exact atomic-events and shredded-types lines, bad rows, the whole-event rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from jobs.cli import main
+from tests.pipeline.events import ID_A, ID_B, ID_C, event
+from tests.pipeline.test_dedup_job import read_lines
+
+RUN_ID = "2026-11-22-03-00-00"
+CONTEXTS = "iglu:com.snowplowanalytics.snowplow/contexts/jsonschema/1-0-0"
+UNSTRUCT = "iglu:com.snowplowanalytics.snowplow/unstruct_event/jsonschema/1-0-0"
+
+WEB_PAGE = '{"schema":"iglu:org.schema/WebPage/jsonschema/1-0-0","data":{"genre":"blog","keywords":["a","b"],"n":7}}'
+SP_WEB_PAGE = '{"schema":"iglu:com.snowplowanalytics.snowplow/web_page/jsonschema/1-0-0","data":{"id":"p-1"}}'
+LINK_CLICK = '{"schema":"iglu:com.snowplowanalytics.snowplow/link_click/jsonschema/1-0-1","data":{"targetUrl":"https://shop.example/a","elementId":"nav"}}'
+DUPLICATE = f'{{"schema":"iglu:com.snowplowanalytics.snowplow/duplicate/jsonschema/1-0-0","data":{{"originalEventId":"{ID_B}"}}}}'
+UA_PARSER = '{"schema":"iglu:com.snowplowanalytics.snowplow/ua_parser_context/jsonschema/1-0-0","data":{"useragentFamily":"Firefox","useragentMajor":"120"}}'
+
+
+def contexts(*entities: str, envelope: str = CONTEXTS) -> str:
+    return f'{{"schema":"{envelope}","data":[{",".join(entities)}]}}'
+
+
+def unstruct(entity: str, envelope: str = UNSTRUCT) -> str:
+    return f'{{"schema":"{envelope}","data":{entity}}}'
+
+
+def hierarchy(event_id: str, tstamp: str, name: str) -> str:
+    return (
+        f'"hierarchy":{{"rootId":"{event_id}","rootTstamp":"{tstamp}","refRoot":"events",'
+        f'"refTree":["events","{name}"],"refParent":"events"}}'
+    )
+
+
+def atomic(line: str) -> str:
+    """The expected atomic-events line: fields 52, 58 and 122 removed (the spec's indices, not the code's)."""
+    values = line.split("\t")
+    assert len(values) == 131
+    del values[122], values[58], values[52]
+    assert len(values) == 128
+    return "\t".join(values)
+
+
+def shred(tmp_path: Path, lines: list[str], *extra: str) -> Path:
+    source = tmp_path / "in" / "part-0.tsv"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    assert (
+        main(["shred", "--input", str(source.parent), "--output", str(tmp_path / "out"), "--run-id", RUN_ID, *extra])
+        == 0
+    )
+    return tmp_path / "out" / f"run={RUN_ID}"
+
+
+def shredded(run: Path) -> dict[str, list[str]]:
+    """Lines per shredded-types folder, keyed `vendor=…/name=…/format=…/version=…`."""
+    base = run / "shredded-types"
+    folders = sorted({path.parent for path in base.rglob("part-*")})
+    return {str(folder.relative_to(base)): read_lines(folder) for folder in folders}
+
+
+def bad_rows(run: Path) -> list[dict[str, object]]:
+    return sorted((json.loads(line) for line in read_lines(run / "bad")), key=lambda row: str(row["line"]))
+
+
+def test_an_event_with_every_kind_of_entity(spark: SparkSession, tmp_path: Path) -> None:
+    line = event(
+        ID_A,
+        collector_tstamp="2026-11-01 10:00:00.123456789",
+        contexts=contexts(WEB_PAGE, SP_WEB_PAGE),
+        unstruct_event=unstruct(LINK_CLICK),
+        derived_contexts=contexts(
+            DUPLICATE, UA_PARSER, envelope="iglu:com.snowplowanalytics.snowplow/contexts/jsonschema/1-0-1"
+        ),
+        event="unstruct",
+        se_value="1.50",
+    )
+    run = shred(tmp_path, [line])
+    tstamp = "2026-11-01 10:00:00.123"
+
+    assert read_lines(run / "atomic-events") == [atomic(line)]
+    assert shredded(run) == {
+        "vendor=com.snowplowanalytics.snowplow/name=duplicate/format=jsonschema/version=1-0-0": [
+            '{"schema":{"vendor":"com.snowplowanalytics.snowplow","name":"duplicate","format":"jsonschema","version":"1-0-0"},'
+            f'"data":{{"originalEventId":"{ID_B}"}},{hierarchy(ID_A, tstamp, "duplicate")}}}'
+        ],
+        "vendor=com.snowplowanalytics.snowplow/name=link_click/format=jsonschema/version=1-0-1": [
+            '{"schema":{"vendor":"com.snowplowanalytics.snowplow","name":"link_click","format":"jsonschema","version":"1-0-1"},'
+            f'"data":{{"targetUrl":"https://shop.example/a","elementId":"nav"}},{hierarchy(ID_A, tstamp, "link_click")}}}'
+        ],
+        "vendor=com.snowplowanalytics.snowplow/name=ua_parser_context/format=jsonschema/version=1-0-0": [
+            '{"schema":{"vendor":"com.snowplowanalytics.snowplow","name":"ua_parser_context","format":"jsonschema","version":"1-0-0"},'
+            f'"data":{{"useragentFamily":"Firefox","useragentMajor":"120"}},{hierarchy(ID_A, tstamp, "ua_parser_context")}}}'
+        ],
+        "vendor=com.snowplowanalytics.snowplow/name=web_page/format=jsonschema/version=1-0-0": [
+            '{"schema":{"vendor":"com.snowplowanalytics.snowplow","name":"web_page","format":"jsonschema","version":"1-0-0"},'
+            f'"data":{{"id":"p-1"}},{hierarchy(ID_A, tstamp, "web_page")}}}'
+        ],
+        "vendor=org.schema/name=WebPage/format=jsonschema/version=1-0-0": [
+            '{"schema":{"vendor":"org.schema","name":"WebPage","format":"jsonschema","version":"1-0-0"},'
+            f'"data":{{"genre":"blog","keywords":["a","b"],"n":7}},{hierarchy(ID_A, tstamp, "WebPage")}}}'
+        ],
+    }
+    assert read_lines(run / "bad") == []
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["counts"] == {"input": 1, "good": 1, "bad": 0}
+    assert summary["entities"] == 5
+    assert summary["shredded_types"] == {
+        "com.snowplowanalytics.snowplow/duplicate/jsonschema/1-0-0": 1,
+        "com.snowplowanalytics.snowplow/link_click/jsonschema/1-0-1": 1,
+        "com.snowplowanalytics.snowplow/ua_parser_context/jsonschema/1-0-0": 1,
+        "com.snowplowanalytics.snowplow/web_page/jsonschema/1-0-0": 1,
+        "org.schema/WebPage/jsonschema/1-0-0": 1,
+    }
+    assert (run / "_SUCCESS").exists()
+
+
+def test_root_tstamp_is_the_collector_tstamp_to_the_millisecond(spark: SparkSession, tmp_path: Path) -> None:
+    cases = {
+        ID_A: ("2026-11-01 10:00:00", "2026-11-01 10:00:00.000"),
+        ID_B: ("2026-11-01 10:00:00.5", "2026-11-01 10:00:00.500"),
+        ID_C: ("2026-11-01 10:00:00.999999", "2026-11-01 10:00:00.999"),
+    }
+    run = shred(
+        tmp_path,
+        [
+            event(id_, collector_tstamp=collector, contexts=contexts(SP_WEB_PAGE))
+            for id_, (collector, _) in cases.items()
+        ],
+    )
+    (lines,) = shredded(run).values()
+    assert lines == sorted(
+        '{"schema":{"vendor":"com.snowplowanalytics.snowplow","name":"web_page","format":"jsonschema","version":"1-0-0"},'
+        f'"data":{{"id":"p-1"}},{hierarchy(id_, root, "web_page")}}}'
+        for id_, (_, root) in cases.items()
+    )
+
+
+def test_an_event_without_json_fields_has_an_atomic_line_and_no_entities(spark: SparkSession, tmp_path: Path) -> None:
+    line = event(ID_A)
+    run = shred(tmp_path, [line])
+    assert read_lines(run / "atomic-events") == [atomic(line)]
+    assert shredded(run) == {}
+    assert (run / "shredded-types").is_dir()
+    assert json.loads((run / "summary.json").read_text())["shredded_types"] == {}
+
+
+def test_entity_data_keeps_key_order_and_values(spark: SparkSession, tmp_path: Path) -> None:
+    data = '{"z":1,"a":{"y":[1,2,{"b":null}],"x":true},"s":"tab\\there \\"quoted\\"","big":12345678901234567890}'
+    entity = f'{{"schema":"iglu:com.acme/order/jsonschema/2-1-0","data":{data}}}'
+    run = shred(tmp_path, [event(ID_A, contexts=contexts(entity))])
+    assert shredded(run) == {
+        "vendor=com.acme/name=order/format=jsonschema/version=2-1-0": [
+            '{"schema":{"vendor":"com.acme","name":"order","format":"jsonschema","version":"2-1-0"},'
+            f'"data":{data},{hierarchy(ID_A, "2026-11-01 10:00:00.000", "order")}}}'
+        ]
+    }
+
+
+WHY_BAD = [
+    (
+        {"contexts": "not json"},
+        ["contexts: not a valid JSON object: 'not json'"],
+    ),
+    (
+        {"derived_contexts": '{"schema":"' + CONTEXTS + '","data":[{"schema":"iglu:a.b/c/jsonschema/1-0-0","data":{}}'},
+        # Quoted values are cut to 100 characters.
+        ["derived_contexts: not a valid JSON object: '" + ('{"schema":"' + CONTEXTS + '","data":[{"schema":"iglu:a.b')[:100] + "'"],
+    ),
+    (
+        {"unstruct_event": unstruct(LINK_CLICK, envelope="iglu:com.acme/unstruct_event/jsonschema/1-0-0")},
+        ["unstruct_event: unknown envelope schema 'iglu:com.acme/unstruct_event/jsonschema/1-0-0'; "
+         "allowed: iglu:com.snowplowanalytics.snowplow/unstruct_event/jsonschema/1-0-*"],
+    ),
+    (
+        {"contexts": unstruct(SP_WEB_PAGE, envelope=CONTEXTS)},
+        ["contexts: the envelope's data is not an array of entities {schema, data}"],
+    ),
+    (
+        {"contexts": '{"data":[]}'},
+        ["contexts: unknown envelope schema none; allowed: iglu:com.snowplowanalytics.snowplow/contexts/jsonschema/1-0-*"],
+    ),
+    (
+        {"derived_contexts": contexts(UA_PARSER, '{"schema":"iglu:com.acme/thing/jsonschema/1-0","data":{}}')},
+        ["derived_contexts: entity 2 has no valid schema URI (given 'iglu:com.acme/thing/jsonschema/1-0'); "
+         "allowed: iglu:VENDOR/NAME/FORMAT/MODEL-REVISION-ADDITION"],
+    ),
+    (
+        {"contexts": contexts('{"data":{"a":1}}', '{"schema":"iglu:com.acme/x/jsonschema/1-0-0","data":"{\\"a\\":1}"}')},
+        ["contexts: entity 1 has no valid schema URI (given none); allowed: iglu:VENDOR/NAME/FORMAT/MODEL-REVISION-ADDITION",
+         "contexts: entity 2 (iglu:com.acme/x/jsonschema/1-0-0) has no data object"],
+    ),
+    (
+        {"unstruct_event": unstruct('{"schema":"com.acme/click/jsonschema/1-0-0","data":{}}'),
+         "contexts": contexts('{"schema":"iglu:com.acme/x/jsonschema/1-0-0"}')},
+        ["contexts: entity 1 (iglu:com.acme/x/jsonschema/1-0-0) has no data object",
+         "unstruct_event: entity 1 has no valid schema URI (given 'com.acme/click/jsonschema/1-0-0'); "
+         "allowed: iglu:VENDOR/NAME/FORMAT/MODEL-REVISION-ADDITION"],
+    ),
+]  # fmt: skip
+
+
+def test_an_event_with_a_bad_json_field_is_one_bad_row_and_nothing_else(spark: SparkSession, tmp_path: Path) -> None:
+    # Valid entities beside the bad field: the event is written whole or not at all.
+    base = {
+        "contexts": contexts(WEB_PAGE),
+        "unstruct_event": unstruct(LINK_CLICK),
+        "derived_contexts": contexts(UA_PARSER),
+    }
+    bad = {event(ID_A, **{**base, **fields}): errors for fields, errors in WHY_BAD}
+    good = event(ID_C, contexts=contexts(SP_WEB_PAGE))
+    run = shred(tmp_path, [*bad, good])
+
+    assert bad_rows(run) == [
+        {
+            "line": line,
+            "errors": [{"level": "error", "message": message} for message in errors],
+            "failure_tstamp": "2026-11-22T03:00:00.000Z",
+        }
+        for line, errors in sorted(bad.items())
+    ]
+    assert read_lines(run / "atomic-events") == [atomic(good)]
+    assert list(shredded(run)) == [
+        "vendor=com.snowplowanalytics.snowplow/name=web_page/format=jsonschema/version=1-0-0"
+    ]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["counts"] == {"input": len(WHY_BAD) + 1, "good": 1, "bad": len(WHY_BAD)}
+    assert summary["shredded_types"] == {"com.snowplowanalytics.snowplow/web_page/jsonschema/1-0-0": 1}
+
+
+def test_lines_the_enriched_parser_rejects_are_bad_rows(spark: SparkSession, tmp_path: Path) -> None:
+    not_a_uuid = event("nope", contexts="not json")
+    short = "a\tb\tc"
+    run = shred(tmp_path, [not_a_uuid, short])
+    assert bad_rows(run) == [
+        {
+            "line": short,
+            "errors": [{"level": "error", "message": "expected 131 tab-separated fields, found 3"}],
+            "failure_tstamp": "2026-11-22T03:00:00.000Z",
+        },
+        {
+            # The parser's error alone: the JSON fields of an invalid line are not looked at.
+            "line": not_a_uuid,
+            "errors": [{"level": "error", "message": "event_id 'nope' is not a UUID"}],
+            "failure_tstamp": "2026-11-22T03:00:00.000Z",
+        },
+    ]
+    assert read_lines(run / "atomic-events") == []
+    assert json.loads((run / "summary.json").read_text())["counts"] == {"input": 2, "good": 0, "bad": 2}
