@@ -75,7 +75,7 @@ package: setup ## build the job artifacts into dist/package (jobs zip, dependenc
 	$(PY) -m scripts.package_jobs --out dist/package
 
 synth: setup cdk-install package ## synthesize ENV's stacks, cdk-nag included (make synth ENV=prod)
-	$(CDK) synth --all $(CDK_FLAGS) --quiet
+	$(CDK) synth $(CDK_FLAGS) --quiet
 	$(abspath $(VENV))/bin/cfn-lint --non-zero-exit-code error -- cdk.out/Winnow-$(ENV)-*.template.json
 
 synth-all: ## synthesize every environment (as CI does)
