@@ -10,10 +10,13 @@ from __future__ import annotations
 import copy
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import boto3
 import pytest
+from moto import mock_aws
 from moto.core.config import DefaultConfig
 
 from tests.infra.conftest import Synthesized
@@ -41,6 +44,26 @@ def iso_start_time(monkeypatch: pytest.MonkeyPatch) -> None:
         return original(**fields)
 
     monkeypatch.setattr(execution_worker, "ExecutionData", execution_data)
+
+
+@contextmanager
+def moto_flow(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto with its ASL interpreter on: dummy credentials, the flow's region, no endpoint override."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    iso_start_time(monkeypatch)
+    with mock_aws(config=MOTO_CONFIG):
+        yield
+
+
+def with_jobs_as_pass(synth: Synthesized) -> dict[str, Any]:
+    """The synthesized definition with both EMR job tasks swapped for Pass states (their Parameters kept)."""
+    return as_pass(as_pass(definition(synth), "Dedup"), "Shred")
 
 
 def resolve(function: str, argument: Any) -> str:

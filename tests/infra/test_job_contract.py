@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from jobs.cli import build_parser
 from tests.infra import flow
@@ -21,18 +20,8 @@ CONSOLE_INPUT = {"runId": "2026-11-22-03-00-00", "inputPrefix": "enriched/2026/1
 @pytest.fixture(scope="module")
 def entry_point_arguments(dev: Synthesized) -> Iterator[dict[str, list[str]]]:
     """The EntryPointArguments of both job runs, rendered by executing the flow (EMR tasks as Pass states)."""
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "t",
-            "AWS_SECRET_ACCESS_KEY": "t",
-            "AWS_DEFAULT_REGION": flow.REGION,
-        }.items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-        flow.iso_start_time(monkeypatch)
-        with mock_aws(config=flow.MOTO_CONFIG):
-            asl = flow.as_pass(flow.as_pass(flow.definition(dev), "Dedup"), "Shred")
-            described = flow.execute(asl, CONSOLE_INPUT)
+    with pytest.MonkeyPatch.context() as monkeypatch, flow.moto_flow(monkeypatch):
+        described = flow.execute(flow.with_jobs_as_pass(dev), CONSOLE_INPUT)
     assert described["status"] == "SUCCEEDED", described
     jobs: dict[str, Any] = json.loads(described["output"])["jobs"]
     yield {job: jobs[job]["JobDriver"]["SparkSubmit"]["EntryPointArguments"] for job in ("dedup", "shred")}

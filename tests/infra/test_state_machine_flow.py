@@ -9,7 +9,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from tests.infra import flow
 from tests.infra.conftest import Synthesized
@@ -17,20 +16,12 @@ from tests.infra.conftest import Synthesized
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": flow.REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    flow.iso_start_time(monkeypatch)
-    with mock_aws(config=flow.MOTO_CONFIG):
+    with flow.moto_flow(monkeypatch):
         yield
 
 
 def succeeding(dev: Synthesized) -> dict[str, Any]:
-    return flow.as_pass(flow.as_pass(flow.definition(dev), "Dedup"), "Shred")
+    return flow.with_jobs_as_pass(dev)
 
 
 def output(described: dict[str, Any]) -> dict[str, Any]:
