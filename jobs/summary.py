@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+Row = tuple[str, int | str]
+
+
+def table_lines(rows: Sequence[Row]) -> list[str]:
+    """`  label  value` per row: labels padded to one width, values right-aligned (numbers with separators)."""
+    width = max(len(label) for label, _ in rows)
+    return [f"  {label:<{width}}  {value if isinstance(value, str) else f'{value:,}':>12}" for label, value in rows]
+
+
+def table(title: str, rows: Sequence[Row], footer: Sequence[str] = ()) -> str:
+    """A job's summary table: the title, the rows, then footer lines (where the outputs are)."""
+    return "\n".join([title, *table_lines(rows), *footer])
 
 
 def render(summary: dict[str, Any]) -> str:
@@ -34,12 +48,6 @@ def render(summary: dict[str, Any]) -> str:
         rows.append(("  conditional failures", manifest["conditional_failures"]))
         rows.append(("  retries / throttles", f"{manifest['retries']:,} / {manifest['throttles']:,}"))
     rows.append(("wall time", f"{summary['wall_time_seconds']:.1f} s"))
-    width = max(len(label) for label, _ in rows)
-    lines = [f"Winnow {summary['job']}  run {summary['run_id']}"]
-    for label, value in rows:
-        shown = f"{value:>12,}" if isinstance(value, int) else f"{value:>12}"
-        lines.append(f"  {label:<{width}}  {shown}")
-    if manifest:
-        lines.append(f"  manifest: {manifest['uri']}")
-    lines.append(f"  output: {summary['output']}")
-    return "\n".join(lines)
+    footer = [f"  manifest: {manifest['uri']}"] if manifest else []
+    footer.append(f"  output: {summary['output']}")
+    return table(f"Winnow {summary['job']}  run {summary['run_id']}", rows, footer)

@@ -52,13 +52,12 @@ def render(summary: dict[str, Any]) -> str:
     """One table for the pipeline: the dedup figures, the shred figures, both wall times and the total."""
     from jobs.shred.job import shred_rows
     from jobs.summary import render as render_dedup
+    from jobs.summary import table_lines
 
     dedup, shred = summary["dedup"], summary["shred"]
     # The dedup table's body (without its title and output lines), indented under a heading.
     dedup_body = [line for line in render_dedup(dedup).splitlines()[1:] if not line.lstrip().startswith("output:")]
-    rows = shred_rows(shred)
-    width = max(len(label) for label, _ in rows)
-    shred_body = [f"  {label:<{width}}  {value:>12}" for label, value in rows]
+    shred_body = table_lines(shred_rows(shred))
     total = dedup["wall_time_seconds"] + shred["wall_time_seconds"]
     return "\n".join(
         [

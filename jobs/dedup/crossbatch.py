@@ -16,11 +16,10 @@ from pyspark import AccumulatorParam, StorageLevel
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from jobs.dedup.inbatch import ID_SEEN_EARLIER, SEEN_EARLIER
 from jobs.manifest import Manifest, ManifestClient, ManifestStats
 from jobs.manifest.base import SECONDS_PER_DAY
 
-CROSS_BATCH_NATURAL = "natural"  # an earlier run delivered this (event_id, fingerprint)
-CROSS_BATCH_SYNTHETIC = "synthetic"  # an earlier run delivered this event_id with another fingerprint
 RESULT_SCHEMA = "event_key string, fingerprint string, cross_batch string"
 
 # One client per Python worker process and manifest: Spark reuses workers across tasks.
@@ -46,7 +45,7 @@ def check_and_set(
 ) -> tuple[DataFrame, Any]:
     """Record every distinct (event_key, fingerprint) in the manifest and say which an earlier run delivered.
 
-    Returns the persisted, materialized answers (`RESULT_SCHEMA`: `cross_batch` is `natural`, `synthetic`
+    Returns the persisted, materialized answers (`RESULT_SCHEMA`: `cross_batch` is SEEN_EARLIER, ID_SEEN_EARLIER
     or null) and the accumulator holding the summed `ManifestStats`. The caller unpersists the answers.
     """
     spark = survivors.sparkSession
@@ -65,9 +64,9 @@ def check_and_set(
             delivered_before = result.earlier_other or bool(result.seen)
             for fingerprint in fingerprints:
                 if fingerprint in result.seen:
-                    yield event_id, fingerprint, CROSS_BATCH_NATURAL
+                    yield event_id, fingerprint, SEEN_EARLIER
                 elif detect_synthetic and delivered_before:
-                    yield event_id, fingerprint, CROSS_BATCH_SYNTHETIC
+                    yield event_id, fingerprint, ID_SEEN_EARLIER
                 else:
                     yield event_id, fingerprint, None
         stats.add(ManifestStats(**{k: v - getattr(before, k) for k, v in asdict(client.stats).items()}))

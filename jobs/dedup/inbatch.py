@@ -19,7 +19,6 @@ from jobs.enriched.parse import field
 
 # Outcomes: each input line ends in exactly one.
 GOOD, BAD, DUPLICATE, QUARANTINED, DROPPED = "good", "bad", "duplicate", "quarantined", "dropped"
-OUTCOMES = (GOOD, BAD, DUPLICATE, QUARANTINED, DROPPED)
 # Reasons, for duplicates, quarantined and dropped events and for the synthetic events kept in good.
 IN_BATCH_NATURAL = "in_batch_natural"
 IN_BATCH_SYNTHETIC = "in_batch_synthetic"
@@ -27,8 +26,9 @@ CROSS_BATCH_NATURAL = "cross_batch_natural"
 CROSS_BATCH_SYNTHETIC = "cross_batch_synthetic"
 SYNTHETIC_REASONS = (IN_BATCH_SYNTHETIC, CROSS_BATCH_SYNTHETIC)
 
-DECIDED_COLUMNS = ("line", "outcome", "reason", "errors")
-# What the manifest said of an (event_key, fingerprint): see jobs.dedup.crossbatch.
+# The manifest's answer for an (event_key, fingerprint), in the `cross_batch` column of a CrossBatchCheck:
+SEEN_EARLIER = "natural"  # an earlier run delivered this (event_id, fingerprint)
+ID_SEEN_EARLIER = "synthetic"  # an earlier run delivered this event_id with another fingerprint
 CrossBatchCheck = Callable[[DataFrame], DataFrame]
 
 
@@ -52,11 +52,11 @@ def dedup_events(
             `collector_tstamp`).
         strategy: what to do with synthetic duplicates (DESIGN §1 row 4).
         cross_batch: given the distinct (`event_key`, `fingerprint`) that survive in-batch natural dedup,
-            returns them with `cross_batch` = `natural` | `synthetic` | null (the manifest's answer).
+            returns them with `cross_batch` = SEEN_EARLIER | ID_SEEN_EARLIER | null (the manifest's answer).
             None: in-batch dedup only.
 
     Returns:
-        One row per input event with `DECIDED_COLUMNS`: the line to write (rewritten for `reid`), its
+        One row per input event with `line`, `outcome`, `reason`, `errors`: the line to write (rewritten for `reid`), its
         outcome, the reason, and `errors` (non-empty only when the outcome is `bad`).
     """
     repeated_ids = (
@@ -76,7 +76,7 @@ def dedup_events(
         answers = cross_batch(survivors)
         singles, repeats = (df.join(answers, ["event_key", "fingerprint"], "left") for df in (singles, repeats))
 
-    live = (F.col("natural_rank") == 1) & ~F.col("cross_batch").eqNullSafe("natural")
+    live = (F.col("natural_rank") == 1) & ~F.col("cross_batch").eqNullSafe(SEEN_EARLIER)
     dead_last = F.when(live, 0).otherwise(1)
     singles = singles.select(
         "*",
@@ -106,8 +106,8 @@ def _decide(ranked: DataFrame, strategy: SyntheticStrategy) -> DataFrame:
     """Outcome and reason per row, from `natural_rank`, `cross_batch`, `live_fingerprints` and the ranks."""
     line, no_errors = F.col("line"), F.array().cast("array<string>")
     natural_copy = F.col("natural_rank") > 1
-    cross_natural = F.col("cross_batch") == "natural"
-    cross_synthetic = F.col("cross_batch") == "synthetic"
+    cross_natural = F.col("cross_batch") == SEEN_EARLIER
+    cross_synthetic = F.col("cross_batch") == ID_SEEN_EARLIER
     in_batch_synthetic = F.col("live_fingerprints") > 1
 
     def synthetic_cases(keep_first: Column, keep_last: Column) -> list[_Case]:

@@ -13,12 +13,14 @@ from pyspark.sql import functions as F
 
 from jobs import __version__
 from jobs.config import JobConfig
-from jobs.dedup.crossbatch import CROSS_BATCH_NATURAL, check_and_set
+from jobs.dedup.crossbatch import check_and_set
+from jobs.dedup.inbatch import SEEN_EARLIER
 from jobs.dedup.job import Progress, manifest_for
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.lake import absolute, read_lines
 from jobs.runs import run_timestamp
+from jobs.summary import table
 
 
 def run(
@@ -71,7 +73,7 @@ def run(
             "bad": lines - events,
             "events": events,
             "pairs_recorded": pairs.get(None, 0),
-            "pairs_already_present": pairs.get(CROSS_BATCH_NATURAL, 0),
+            "pairs_already_present": pairs.get(SEEN_EARLIER, 0),
         },
         "started_at": started_at.isoformat(timespec="seconds"),
         "wall_time_seconds": round(time.monotonic() - started, 3),
@@ -89,6 +91,6 @@ def render(summary: dict[str, Any]) -> str:
         ("manifest requests", f"{summary['manifest']['requests']:,}"),
         ("wall time", f"{summary['wall_time_seconds']:.1f} s"),
     ]
-    width = max(len(label) for label, _ in rows)
-    body = "\n".join(f"  {label:<{width}}  {value:>12}" for label, value in rows)
-    return f"Winnow populate-manifest  run {summary['run_id']}\n{body}\n  manifest: {summary['manifest']['uri']}"
+    return table(
+        f"Winnow populate-manifest  run {summary['run_id']}", rows, [f"  manifest: {summary['manifest']['uri']}"]
+    )

@@ -20,8 +20,6 @@ FINGERPRINT_SEPARATOR = "\u001f"
 # Values quoted in error messages are cut to this length, so one huge field cannot bloat a bad row.
 QUOTED_VALUE_LIMIT = 100
 
-PARSED_COLUMNS = ("line", "errors", "event_id", "event_key", "fingerprint", "etl_tstamp", "collector_tstamp")
-
 
 def field_at(line: Column, index: int) -> Column:
     """Field `index` (0-based) of a 131-field TSV line.
@@ -53,7 +51,7 @@ def field(line: Column, name: str) -> Column:
 def parse_events(lines: DataFrame, fingerprint_fields: Sequence[str]) -> DataFrame:
     """Turn a DataFrame of raw lines (column `value`) into parsed events.
 
-    Returns one row per input line with `PARSED_COLUMNS`:
+    Returns one row per input line with these columns:
       - `line`: the raw line;
       - `errors`: array of messages, empty when the line is a valid event;
       - `event_id` as written, `event_key` (the id lower-cased, what dedup groups on);

@@ -25,6 +25,7 @@ from jobs.keyed.records import Format, check_fields, check_format, check_ranked,
 from jobs.keyed.state import DEFAULT_BUCKET_COUNT, BucketStore, StateSettings
 from jobs.keyed.storage import Storage
 from jobs.lake import RunFolder, absolute
+from jobs.summary import table
 
 Progress = Callable[[str], None]
 
@@ -216,8 +217,4 @@ def render(summary: dict[str, Any]) -> str:
         )
     )
     rows.append(("wall time", f"{summary['wall_time_seconds']:.1f} s"))
-    width = max(len(label) for label, _ in rows)
-    lines = [f"Winnow keyed  run {summary['run_id']}"]
-    lines.extend(f"  {label:<{width}}  {value:>12}" for label, value in rows)
-    lines.append(f"  output: {summary['output']}")
-    return "\n".join(lines)
+    return table(f"Winnow keyed  run {summary['run_id']}", rows, [f"  output: {summary['output']}"])

@@ -36,6 +36,7 @@ from jobs.shred.entities import (
     shredded_line,
     typed_entities,
 )  # fmt: skip
+from jobs.summary import table
 
 ShredFormat = Literal["shred", "widerow", "widerow-parquet"]
 SHRED_FORMATS: tuple[str, ...] = get_args(ShredFormat)
@@ -195,12 +196,7 @@ def run(
 
 def render(summary: dict[str, Any]) -> str:
     """A plain-text table of a shred summary."""
-    rows = shred_rows(summary)
-    width = max(len(label) for label, _ in rows)
-    lines = [f"Winnow shred  run {summary['run_id']}"]
-    lines.extend(f"  {label:<{width}}  {value:>12}" for label, value in rows)
-    lines.append(f"  output: {summary['output']}")
-    return "\n".join(lines)
+    return table(f"Winnow shred  run {summary['run_id']}", shred_rows(summary), [f"  output: {summary['output']}"])
 
 
 def shred_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
