@@ -13,7 +13,7 @@ export PYSPARK_PYTHON := $(PY)
 export PYSPARK_DRIVER_PYTHON := $(PY)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: help setup demo test test-fast lint fmt clean
+.PHONY: help setup demo test test-fast lint fmt clean bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -42,6 +42,13 @@ test: setup ## run the whole test suite
 
 test-fast: setup ## the tests that need no Spark
 	$(PY) -m pytest -m "not spark"
+
+$(VENV)/.bench-installed: $(VENV)/.installed requirements-bench.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-bench.txt
+	touch $@
+
+bench: $(VENV)/.bench-installed ## benchmarks (not in CI; ~1 h at 1M events): bench/results.json, bench/RESULTS.md, README table
+	$(PY) -m bench $(BENCH_ARGS)
 
 lint: setup ## ruff and mypy
 	$(PY) -m ruff check .

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -45,6 +46,16 @@ class FileSystem:
     def mkdirs(self, path: str) -> None:
         fs, hpath = self._resolve(path)
         fs.mkdirs(hpath)
+
+    def children(self, path: str) -> list[str]:
+        """The names of the entries directly under a folder."""
+        fs, hpath = self._resolve(path)
+        return [status.getPath().getName() for status in fs.listStatus(hpath)]
+
+    def rename(self, source: str, target: str) -> None:
+        fs, source_path = self._resolve(source)
+        if not fs.rename(source_path, self._jvm.org.apache.hadoop.fs.Path(target)):
+            raise OSError(f"could not move {source} to {target}")
 
     def write_bytes(self, path: str, data: bytes) -> None:
         fs, hpath = self._resolve(path)
@@ -90,6 +101,26 @@ class RunFolder:
         writer.text(target)
         self._fs.mkdirs(target)  # an empty output is still a folder, so readers need no special case
         return target
+
+    def write_text_split(self, lines: DataFrame, folders: Sequence[str], compression: str, folder_column: str) -> None:
+        """Write a (`folder_column`, text) DataFrame in one pass, each line under the run-folder path it names.
+
+        One write instead of one per output (each of which would read the input again): Spark writes the lines
+        partitioned by their folder into a staging folder, whose partition folders are then moved to their
+        paths. `folders` are created even when no line goes there. (Concurrent writers instead of Spark's sort
+        by folder were measured: no difference on 1M events.)
+        """
+        staging = f"{self.path}/_staging"
+        lines.write.mode("overwrite").option("compression", compression).partitionBy(folder_column).text(staging)
+        prefix = f"{folder_column}="
+        for name in self._fs.children(staging):
+            if name.startswith(prefix):
+                target = f"{self.path}/{unquote(name.removeprefix(prefix))}"
+                self._fs.mkdirs(target.rsplit("/", 1)[0])
+                self._fs.rename(f"{staging}/{name}", target)
+        self._fs.delete(staging)
+        for folder in folders:
+            self._fs.mkdirs(f"{self.path}/{folder}")
 
     def write_json(self, name: str, document: dict[str, Any]) -> str:
         target = f"{self.path}/{name}"

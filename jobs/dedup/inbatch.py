@@ -1,13 +1,18 @@
 """Deciding each event: natural copies, synthetic copies, within the batch and against earlier runs.
 
-Pure DataFrame functions. Only events whose id repeats in the batch are shuffled with their lines (window
-functions over the few repeated ids); the rest pass through after a join with the small set of repeated ids.
+Pure DataFrame functions, planned so that full lines are never shuffled or cached (DESIGN §4 "first" and the
+strategies are unchanged):
+1. the ids that repeat: only `event_key` of every line goes through a hash aggregation;
+2. the decision table: only the lines of those ids (plus, with a manifest, those an earlier run delivered)
+   are parsed in full and ranked with window functions: a few percent of the input;
+3. every line is joined with the broadcast decision table on its `row_id` and written where its outcome says.
 The manifest's answers (cross-batch) come in as a DataFrame, so this module does no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame, Window
@@ -15,15 +20,17 @@ from pyspark.sql import functions as F
 
 from jobs.config import SyntheticStrategy
 from jobs.dedup.synthetic import can_take_duplicate_context, reidentified_line
-from jobs.enriched.parse import field
+from jobs.enriched.parse import bad_row_json, field, is_valid, line_errors, parse_events
 
 # Outcomes: each input line ends in exactly one.
 GOOD, BAD, DUPLICATE, QUARANTINED, DROPPED = "good", "bad", "duplicate", "quarantined", "dropped"
+OUTCOMES = (GOOD, BAD, DUPLICATE, QUARANTINED, DROPPED)
 # Reasons, for duplicates, quarantined and dropped events and for the synthetic events kept in good.
 IN_BATCH_NATURAL = "in_batch_natural"
 IN_BATCH_SYNTHETIC = "in_batch_synthetic"
 CROSS_BATCH_NATURAL = "cross_batch_natural"
 CROSS_BATCH_SYNTHETIC = "cross_batch_synthetic"
+REASONS = (IN_BATCH_NATURAL, IN_BATCH_SYNTHETIC, CROSS_BATCH_NATURAL, CROSS_BATCH_SYNTHETIC)
 SYNTHETIC_REASONS = (IN_BATCH_SYNTHETIC, CROSS_BATCH_SYNTHETIC)
 
 # The manifest's answer for an (event_key, fingerprint), in the `cross_batch` column of a CrossBatchCheck:
@@ -42,57 +49,135 @@ def last_copy_order() -> list[Column]:
     return [F.col("collector_tstamp").desc(), F.col("etl_tstamp").desc_nulls_last(), F.col("line").desc()]
 
 
-def dedup_events(
-    events: DataFrame, strategy: SyntheticStrategy, cross_batch: CrossBatchCheck | None = None
+def with_row_ids(lines: DataFrame) -> DataFrame:
+    """`row_id` and `value` for every line: the key that joins a line to its decision.
+
+    Taken right at the scan, so every scan of the same files gives a line the same id (partition index and
+    position in the split); it only has to tell lines apart within one run, never across runs.
+    """
+    return lines.select(F.monotonically_increasing_id().alias("row_id"), "value")
+
+
+def event_key(line: Column) -> Column:
+    """The id dedup groups on: event_id lower-cased (ids compare case-insensitively)."""
+    return F.lower(field(line, "event_id"))
+
+
+def repeated_event_keys(lines: DataFrame) -> DataFrame:
+    """`event_key` of every id found on more than one line (valid or not: a superset only costs a little)."""
+    keys = lines.select(event_key(F.col("value")).alias("event_key"))
+    return keys.groupBy("event_key").count().where(F.col("count") > 1).select("event_key")
+
+
+def decide_lines(
+    lines: DataFrame,
+    strategy: SyntheticStrategy,
+    fingerprint_fields: Sequence[str],
+    run_time: datetime,
+    cross_batch: CrossBatchCheck | None = None,
 ) -> DataFrame:
-    """Decide every valid event of one batch.
+    """Decide every line of one batch.
 
     Args:
-        events: parsed valid events (`line`, `event_id`, `event_key`, `fingerprint`, `etl_tstamp`,
-            `collector_tstamp`).
+        lines: `row_id` and `value` (from `with_row_ids`).
         strategy: what to do with synthetic duplicates (DESIGN §1 row 4).
-        cross_batch: given the distinct (`event_key`, `fingerprint`) that survive in-batch natural dedup,
-            returns them with `cross_batch` = SEEN_EARLIER | ID_SEEN_EARLIER | null (the manifest's answer).
-            None: in-batch dedup only.
+        fingerprint_fields: the fields hashed when a line has no event_fingerprint.
+        run_time: the run's time, the failure time of bad rows.
+        cross_batch: given the (`event_key`, `fingerprint`) of every valid event, returns them with
+            `cross_batch` = SEEN_EARLIER | ID_SEEN_EARLIER | null (the manifest's answer). None: in-batch only.
 
     Returns:
-        One row per input event with `line`, `outcome`, `reason`, `errors`: the line to write (rewritten for `reid`), its
-        outcome, the reason, and `errors` (non-empty only when the outcome is `bad`).
+        One row per line: `outcome`, `reason` and `text` (the line to write, rewritten for `reid`; the bad-row
+        JSON for a bad line).
     """
-    repeated_ids = (
-        events.groupBy("event_key").count().where(F.col("count") > 1).select("event_key", F.lit(True).alias("repeated"))
+    to_decide = repeated_event_keys(lines)
+    answered = None
+    if cross_batch is not None:
+        events = parse_events(lines, fingerprint_fields).where(F.size("errors") == 0)
+        answers = cross_batch(events.select("event_key", "fingerprint"))
+        answered = answers.where(F.col("cross_batch").isNotNull())
+        to_decide = to_decide.unionByName(answered.select("event_key")).distinct()
+    # The cheap key lookup first, so only the lines of the ids to decide are parsed in full.
+    candidates = (
+        lines.select("*", event_key(F.col("value")).alias("event_key"))
+        .join(F.broadcast(to_decide), "event_key", "left_semi")
+        .drop("event_key")
     )
-    tagged = events.join(repeated_ids, "event_key", "left")
-    singles = tagged.where(F.col("repeated").isNull()).withColumn("natural_rank", F.lit(1))
-    by_copy = Window.partitionBy("event_key", "fingerprint").orderBy(*first_copy_order())
-    repeats = tagged.where(F.col("repeated")).withColumn("natural_rank", F.row_number().over(by_copy))
+    return apply_decisions(
+        lines, decision_table(parse_events(candidates, fingerprint_fields), answered), strategy, run_time
+    )
 
-    if cross_batch is None:
-        singles, repeats = (df.withColumn("cross_batch", F.lit(None).cast("string")) for df in (singles, repeats))
+
+def decision_table(events: DataFrame, answered: DataFrame | None = None) -> DataFrame:
+    """The ranks that decide the events whose id repeats in the batch or that an earlier run delivered.
+
+    Args:
+        events: parsed lines (`row_id`, `line`, `errors`, `event_id`, `event_key`, `fingerprint`, `etl_tstamp`,
+            `collector_tstamp`), every line of each id to decide. Invalid lines are ranked apart from the valid
+            ones (the final pass makes them bad rows): they are kept rather than filtered out, because Spark
+            would push such a filter below the key lookup and check every line of the input twice.
+        answered: the manifest's non-null answers (`event_key`, `fingerprint`, `cross_batch`), or None.
+
+    Returns:
+        `row_id`, `event_id`, `event_key`, `fingerprint`, `natural_rank` (1 = the copy natural dedup keeps),
+        `cross_batch`, `live_fingerprints` (fingerprints of the id still to deliver), `first_rank`, `last_rank`
+        (among the live copies of the id, which come first).
+    """
+    events = events.withColumn("valid", F.size("errors") == 0)
+    by_copy = Window.partitionBy("event_key", "valid", "fingerprint").orderBy(*first_copy_order())
+    ranked = events.withColumn("natural_rank", F.row_number().over(by_copy))
+    if answered is None:
+        ranked = ranked.withColumn("cross_batch", F.lit(None).cast("string"))
     else:
-        survivors = singles.select("event_key", "fingerprint").unionByName(
-            repeats.where(F.col("natural_rank") == 1).select("event_key", "fingerprint")
-        )
-        answers = cross_batch(survivors)
-        singles, repeats = (df.join(answers, ["event_key", "fingerprint"], "left") for df in (singles, repeats))
-
+        ranked = ranked.join(answered, ["event_key", "fingerprint"], "left")
     live = (F.col("natural_rank") == 1) & ~F.col("cross_batch").eqNullSafe(SEEN_EARLIER)
     dead_last = F.when(live, 0).otherwise(1)
-    singles = singles.select(
-        "*",
-        F.when(live, 1).otherwise(0).alias("live_fingerprints"),
-        F.lit(1).alias("first_rank"),
-        F.lit(1).alias("last_rank"),
-    )
-    by_id = Window.partitionBy("event_key")
+    by_id = Window.partitionBy("event_key", "valid")
     # Ranks among the live copies of an id (survivors not already delivered by an earlier run) come first.
-    repeats = repeats.select(
-        "*",
+    return ranked.select(
+        "row_id",
+        "event_id",
+        "event_key",
+        "fingerprint",
+        "natural_rank",
+        "cross_batch",
         F.sum(F.when(live, 1).otherwise(0)).over(by_id).alias("live_fingerprints"),
         F.row_number().over(by_id.orderBy(dead_last, *first_copy_order())).alias("first_rank"),
         F.row_number().over(by_id.orderBy(dead_last, *last_copy_order())).alias("last_rank"),
     )
-    return _decide(singles, strategy).unionByName(_decide(repeats, strategy))
+
+
+def apply_decisions(
+    lines: DataFrame, decisions: DataFrame, strategy: SyntheticStrategy, run_time: datetime
+) -> DataFrame:
+    """`outcome`, `reason`, `text` for every line: decided lines as the table says, the rest good or bad.
+
+    The decision table is broadcast, so each line is looked up by `row_id` where it is read: the per-row
+    work for a line nobody has to decide is the lookup and the validity check.
+    """
+    joined = lines.join(F.broadcast(decisions.withColumn("decided", F.lit(True))), "row_id", "left")
+    # Validity in its own projection: it is the one check every line pays, so it must be computed once.
+    checked = joined.select("*", is_valid(F.col("value")).alias("valid"))
+    line, valid, decided = F.col("value"), F.col("valid"), F.col("decided").isNotNull()
+    chosen = _decide(line, strategy)
+    outcome = F.when(~valid, F.lit(BAD)).when(decided, chosen.outcome).otherwise(F.lit(GOOD))
+    text = (
+        F.when(~valid, bad_row_json(line, line_errors(line), run_time))
+        .when(
+            decided, F.when(chosen.outcome == BAD, bad_row_json(line, chosen.errors, run_time)).otherwise(chosen.line)
+        )
+        .otherwise(line)
+    )
+    return checked.select(
+        outcome.alias("outcome"), F.when(valid & decided, chosen.reason).alias("reason"), text.alias("text")
+    )
+
+
+class _Decision(NamedTuple):
+    outcome: Column
+    reason: Column
+    line: Column
+    errors: Column
 
 
 class _Case(NamedTuple):
@@ -102,9 +187,9 @@ class _Case(NamedTuple):
     errors: Column | None = None
 
 
-def _decide(ranked: DataFrame, strategy: SyntheticStrategy) -> DataFrame:
-    """Outcome and reason per row, from `natural_rank`, `cross_batch`, `live_fingerprints` and the ranks."""
-    line, no_errors = F.col("line"), F.array().cast("array<string>")
+def _decide(line: Column, strategy: SyntheticStrategy) -> _Decision:
+    """Outcome, reason, line and errors of a decided row, from the decision table's ranks."""
+    no_errors = F.array().cast("array<string>")
     natural_copy = F.col("natural_rank") > 1
     cross_natural = F.col("cross_batch") == SEEN_EARLIER
     cross_synthetic = F.col("cross_batch") == ID_SEEN_EARLIER
@@ -148,9 +233,9 @@ def _decide(ranked: DataFrame, strategy: SyntheticStrategy) -> DataFrame:
         .when(cross_synthetic, F.lit(CROSS_BATCH_SYNTHETIC))
         .when(in_batch_synthetic, F.lit(IN_BATCH_SYNTHETIC))
     )
-    return ranked.select(
-        decide(lambda c: c.line, line, line).alias("line"),
-        decide(lambda c: F.lit(c.outcome), F.lit(DUPLICATE), F.lit(GOOD)).alias("outcome"),
-        reason.alias("reason"),
-        decide(lambda c: c.errors if c.errors is not None else no_errors, no_errors, no_errors).alias("errors"),
+    return _Decision(
+        outcome=decide(lambda c: F.lit(c.outcome), F.lit(DUPLICATE), F.lit(GOOD)),
+        reason=reason,
+        line=decide(lambda c: c.line, line, line),
+        errors=decide(lambda c: c.errors if c.errors is not None else no_errors, no_errors, no_errors),
     )

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import __version__
@@ -20,12 +19,14 @@ from jobs.dedup.inbatch import (
     DROPPED,
     DUPLICATE,
     GOOD,
+    OUTCOMES,
     QUARANTINED,
+    REASONS,
     SYNTHETIC_REASONS,
     CrossBatchCheck,
-    dedup_events,
+    decide_lines,
+    with_row_ids,
 )  # fmt: skip
-from jobs.enriched.parse import bad_row_json, parse_events
 from jobs.lake import RunFolder, absolute, read_lines
 from jobs.manifest import Manifest, ManifestStats, open_manifest
 from jobs.runs import run_timestamp
@@ -44,22 +45,39 @@ Progress = Callable[[str], None]
 
 
 def classify(
-    parsed: DataFrame, strategy: SyntheticStrategy, run_time: datetime, cross_batch: CrossBatchCheck | None = None
+    lines: DataFrame,
+    strategy: SyntheticStrategy,
+    run_time: datetime,
+    fingerprint_fields: Sequence[str],
+    cross_batch: CrossBatchCheck | None = None,
 ) -> DataFrame:
-    """Give every parsed line its outcome, reason and output text (the bad-row JSON for bad lines).
+    """Give every input line (column `value`) its outcome, reason and output text (the bad-row JSON for bad lines).
 
     Returns columns `outcome`, `reason`, `text`: exactly one row per input line.
     """
-    is_valid = F.size("errors") == 0
-    valid = parsed.where(is_valid)
-    invalid = parsed.where(~is_valid).select(
-        "line", F.lit(BAD).alias("outcome"), F.lit(None).cast("string").alias("reason"), "errors"
-    )
-    decided = dedup_events(valid, strategy, cross_batch).unionByName(invalid)
-    text = F.when(F.col("outcome") == BAD, bad_row_json(F.col("line"), F.col("errors"), run_time)).otherwise(
-        F.col("line")
-    )
-    return decided.select("outcome", "reason", text.alias("text"))
+    return decide_lines(with_row_ids(lines), strategy, fingerprint_fields, run_time, cross_batch)
+
+
+def output_folder() -> Column:
+    """The run-folder path each decided line goes to: good/, quarantine/, bad/ or duplicates/reason=…/."""
+    duplicates = F.concat(F.lit(OUTPUT_FOLDERS[DUPLICATE] + "/reason="), F.col("reason"))
+    folder = F.when(F.col("outcome").isin(DUPLICATE, DROPPED), duplicates)
+    for outcome in (GOOD, QUARANTINED, BAD):
+        folder = folder.when(F.col("outcome") == outcome, F.lit(OUTPUT_FOLDERS[outcome]))
+    return folder
+
+
+def counted(decided: DataFrame) -> tuple[DataFrame, Observation]:
+    """The decided lines, counted per (outcome, reason) while they are written (no extra pass over them)."""
+    observation = Observation("dedup counts")
+    counts = [
+        F.count_if(
+            (F.col("outcome") == outcome) & (F.col("reason").isNull() if reason is None else F.col("reason") == reason)
+        ).alias(f"{outcome}|{reason or ''}")
+        for outcome in OUTCOMES
+        for reason in (None, *REASONS)
+    ]
+    return decided.observe(observation, *counts), observation
 
 
 def manifest_for(config: JobConfig, create: bool = False) -> Manifest | None:
@@ -93,38 +111,31 @@ def run(
     cached: list[DataFrame] = []
     stats: Any = None
 
-    def cross_batch(survivors: DataFrame) -> DataFrame:
+    def cross_batch(events: DataFrame) -> DataFrame:
         nonlocal stats
         assert manifest is not None
         progress(f"checking the manifest {manifest.uri}")
         answers, stats = check_and_set(
-            survivors, manifest, run_time, config.manifest.ttl_days, config.manifest.cross_batch_synthetic
+            events, manifest, run_time, config.manifest.ttl_days, config.manifest.cross_batch_synthetic
         )
         cached.append(answers)
         return answers
 
-    # Parsed once and kept: the repeated-id count, the decisions and the bad rows all read it. The
-    # decisions are kept too, so the count materializes them once and each output is a scan of the cache.
-    parsed = parse_events(lines, config.dedup.fingerprint_fields).persist(StorageLevel.MEMORY_AND_DISK)
-    cached.append(parsed)
     try:
-        progress(f"reading and deduplicating {input_path}")
-        decided = classify(parsed, strategy, run_time, cross_batch if manifest else None)
-        decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(decided)
-        rows = decided.groupBy("outcome", "reason").count().collect()
-        counts = {(row["outcome"], row["reason"]): row["count"] for row in rows}
+        decided = classify(
+            lines, strategy, run_time, config.dedup.fingerprint_fields, cross_batch if manifest else None
+        )
         folder = RunFolder(spark, output_path, run_id)
         folder.clear()
-        compression = config.output.compression
-        for outcome in (GOOD, QUARANTINED, BAD):
-            progress(f"writing {OUTPUT_FOLDERS[outcome]}/")
-            folder.write_text(
-                OUTPUT_FOLDERS[outcome], decided.where(F.col("outcome") == outcome).select("text"), compression
-            )
-        progress("writing duplicates/")
-        dropped_copies = decided.where(F.col("outcome").isin(DUPLICATE, DROPPED)).select("reason", "text")
-        folder.write_text("duplicates", dropped_copies, compression, partition_by="reason")
+        progress(f"reading, deduplicating and writing {input_path}")
+        observed, observation = counted(decided)
+        written = observed.select(output_folder().alias("folder"), "text")
+        folder.write_text_split(written, sorted(set(OUTPUT_FOLDERS.values())), config.output.compression, "folder")
+        counts: dict[tuple[str, str | None], int] = {}
+        for name, count in observation.get.items():
+            outcome, reason = name.split("|")
+            if count:
+                counts[(outcome, reason or None)] = count
     finally:
         for frame in cached:
             frame.unpersist()

@@ -14,7 +14,6 @@ from jobs.config import SyntheticStrategy
 from jobs.dedup.job import classify
 from jobs.dedup.synthetic import uuid5, with_duplicate_context
 from jobs.enriched.fields import DEFAULT_FINGERPRINT_FIELDS, FIELD_INDEX
-from jobs.enriched.parse import parse_events
 from tests.pipeline.events import ID_A, ID_B, ID_C, event
 
 RUN_TIME = datetime(2026, 11, 22, 3, tzinfo=UTC)
@@ -31,10 +30,8 @@ def in_order(rows: Decided) -> Decided:
 
 def decide(spark: SparkSession, lines: list[str], strategy: SyntheticStrategy = "reid") -> Decided:
     """(outcome, reason, text) for every input line, sorted."""
-    parsed = parse_events(
-        spark.createDataFrame([(line,) for line in lines], "value string"), DEFAULT_FINGERPRINT_FIELDS
-    )
-    rows = classify(parsed, strategy, RUN_TIME).collect()
+    frame = spark.createDataFrame([(line,) for line in lines], "value string")
+    rows = classify(frame, strategy, RUN_TIME, DEFAULT_FINGERPRINT_FIELDS).collect()
     return in_order([(row["outcome"], row["reason"], row["text"]) for row in rows])
 
 

@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.enriched.fields import DEFAULT_FINGERPRINT_FIELDS, FIELD_INDEX
-from jobs.enriched.parse import bad_row_json, parse_events
+from jobs.enriched.parse import bad_row_json, is_valid, parse_events
 from tests.pipeline.events import ID_A, event
 
 
@@ -83,12 +83,34 @@ def test_bad_input_corpus_gives_one_message_per_problem(spark: SparkSession) -> 
             "v_collector is empty",
             "v_etl is empty",
         ],
+        **{
+            event(collector_tstamp=value): [
+                f"collector_tstamp '{value}' is not a timestamp (yyyy-MM-dd HH:mm:ss[.fraction], UTC)"
+            ]
+            for value in (
+                "2026-02-29 10:00:00",
+                "2026-04-31 10:00:00",
+                "2026-00-10 10:00:00",
+                "2026-11-01 24:00:00",
+                "2026-11-01 10:60:00",
+                "2026-11-01 10:00:60",
+                "2026-11-32 10:00:00",
+            )
+        },
         good: [],
         event(collector_tstamp="2026-11-01 10:00:00"): [],
         event(collector_tstamp="2021-10-15 09:06:26.323397414"): [],
+        event(collector_tstamp="2024-02-29 23:59:59.5"): [],
+        event(collector_tstamp="2026-12-31 00:00:00"): [],
     }
     lines = list(corpus)
     assert errors_of(spark, lines) == [corpus[line] for line in lines]
+    # The per-row check the dedup job uses says "valid" exactly for the lines without messages.
+    frame = spark.createDataFrame([(line,) for line in lines], "value string")
+    valid = {
+        row["value"]: row["valid"] for row in frame.select("value", is_valid(F.col("value")).alias("valid")).collect()
+    }
+    assert [valid[line] for line in lines] == [not corpus[line] for line in lines]
 
 
 def test_a_huge_bad_value_is_quoted_cut_to_100_characters(spark: SparkSession) -> None:

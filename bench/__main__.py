@@ -1,0 +1,264 @@
+"""`python -m bench` (`make bench`): Winnow side by side with the pass-through limit and its peers, in one go.
+
+Writes `bench/results.json` and `bench/RESULTS.md`, and puts the Markdown tables into README.md between the
+`bench:start` / `bench:end` markers. Every figure is a warm-up run, then the median of `--runs` runs taken in
+turn (A B A B …); every ratio compares figures of this one run. Generated inputs are kept in `bench/data/`.
+
+    .venv/bin/python -m bench                      # 1M events, 3 runs, scaling 250k-2M, all sections
+    .venv/bin/python -m bench --events 200000 --runs 3 --scaling 100000 200000 --sections spark processes
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.measure import Figure, Sample, alternate, measure_in_process, measure_process
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "bench" / "data"
+WORK = ROOT / "bench" / "work"
+SECTIONS = ("spark", "processes", "keyed", "scaling", "manifest")
+SPARK_CONFIG = {"spark": {"master": "local[*]", "conf": {"spark.driver.memory": "8g"}}}
+
+
+def log(message: str) -> None:
+    print(f"{datetime.now():%H:%M:%S} {message}", file=sys.stderr, flush=True)
+
+
+def python_module(*args: str) -> list[str]:
+    return [sys.executable, "-m", *args]
+
+
+def enriched_input(events: int) -> Path:
+    """Generated enriched events (the default long-tail duplicate distribution), made once and kept."""
+    folder = DATA / f"events-{events}"
+    if not (folder / "_COMPLETE").exists():
+        log(f"generating {events:,} events into {folder}")
+        subprocess.run(
+            python_module("jobs", "generate", "--output", str(folder), "--events", str(events), "--files", "4"),
+            check=True,
+            cwd=ROOT,
+        )
+        (folder / "_COMPLETE").touch()
+    return folder
+
+
+def keyed_input(rows: int) -> Path:
+    folder = DATA / f"keyed-{rows}"
+    if not (folder / "_COMPLETE").exists():
+        log(f"generating {rows:,} keyed records into {folder}")
+        subprocess.run(
+            python_module("jobs.keyed.generate", "--output", str(folder), "--rows", str(rows), "--files", "4"),
+            check=True,
+            cwd=ROOT,
+        )
+        (folder / "_COMPLETE").touch()
+    return folder
+
+
+def machine() -> dict[str, Any]:
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+         if line.startswith("model name")),
+        platform.processor(),
+    )  # fmt: skip
+    memory_kb = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))  # type: ignore[union-attr]
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    import pyspark
+
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(memory_kb / 1024 / 1024, 1),
+        "python": platform.python_version(),
+        "java": java,
+        "spark": pyspark.__version__,
+        "load_average_at_start": os.getloadavg()[0],
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+class SparkBench:
+    """The in-session cases: one Spark session (local mode, all cores) for every Spark figure."""
+
+    def __init__(self) -> None:
+        from bench import spark_cases
+        from jobs.config import JobConfig, config_from_dict
+        from jobs.session import spark_session
+
+        self.cases = spark_cases
+        self.config = spark_cases.in_batch_config(config_from_dict(JobConfig, SPARK_CONFIG))
+        self.spark = spark_session(self.config.spark, "winnow-bench")
+        self.pid = int(self.spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # type: ignore[union-attr]
+
+    def timed(self, work: Callable[[], Any]) -> Callable[[], Sample]:
+        return lambda: measure_in_process(work, self.pid)
+
+    def enriched_cases(self, source: Path, with_jobs: bool = True) -> dict[str, Callable[[], Sample]]:
+        c, spark, config, out = self.cases, self.spark, self.config, WORK / "out"
+        cases = {
+            "pass-through": self.timed(lambda: c.passthrough(spark, str(source), str(out / "pass"))),
+            "dedup": self.timed(lambda: c.dedup(spark, config, str(source), str(out / "dedup"))),
+        }
+        if with_jobs:
+            cases.update({
+                "dropDuplicates": self.timed(lambda: c.drop_duplicates(spark, str(source), str(out / "dd"))),
+                "shred": self.timed(lambda: c.shred(spark, config, str(source), str(out / "shred"))),
+                "run (dedup + shred)": self.timed(lambda: c.run_pipeline(spark, config, str(source), str(out / "run"))),
+            })  # fmt: skip
+        return cases
+
+    def keyed_cases(self, records: Path) -> dict[str, Callable[[], Sample]]:
+        c, spark, out = self.cases, self.spark, WORK / "out"
+        table = WORK / "table"
+        c.replacing_table(spark, str(records), str(table))
+        return {
+            "keyed": self.timed(lambda: c.keyed(spark, str(records), str(out / "keyed"), str(WORK / "keyed-state"))),
+            "table select --final": self.timed(lambda: c.select_final(spark, str(table), str(out / "final"))),
+        }
+
+    def distinct_pairs(self, source: Path) -> int:
+        """Distinct (event_key, fingerprint) of the valid events: what the manifest should be written once for."""
+        from jobs.enriched.parse import parse_events
+        from jobs.lake import read_lines
+
+        parsed = parse_events(read_lines(self.spark, str(source)), self.config.dedup.fingerprint_fields)
+        return int(parsed.where("size(errors) = 0").select("event_key", "fingerprint").distinct().count())
+
+    def manifest_requests(self, source: Path) -> dict[str, Any]:
+        """Requests per input line of a dedup run against a fresh SQLite manifest (same code path as DynamoDB)."""
+        database = WORK / "manifest.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{database}{suffix}").unlink(missing_ok=True)
+        result: dict[str, Any] = {}
+        distinct_pairs = self.distinct_pairs(source)
+        for synthetic in (True, False):
+            base = self.cases.with_manifest(self.config, f"sqlite:{database}")
+            config = dataclasses.replace(
+                base, manifest=dataclasses.replace(base.manifest, cross_batch_synthetic=synthetic)
+            )
+            started = time.monotonic()
+            summary = self.cases.dedup(self.spark, config, str(source), str(WORK / "out" / "manifest"), True)
+            seconds = time.monotonic() - started
+            manifest = summary["manifest"]
+            result["synthetic_on" if synthetic else "synthetic_off"] = {
+                "input_lines": summary["counts"]["input"],
+                "distinct_pairs": distinct_pairs,
+                "requests": manifest["requests"],
+                "puts": manifest["puts"],
+                "queries": manifest["queries"],
+                "requests_per_input_line": manifest["requests_per_input_line"],
+                "puts_per_distinct_pair": round(manifest["puts"] / distinct_pairs, 4),
+                "seconds": round(seconds, 2),
+            }
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{database}{suffix}").unlink(missing_ok=True)
+        return result
+
+
+def process_cases(source: Path) -> dict[str, Callable[[], Sample]]:
+    """Whole processes, Spark or DuckDB start-up included: Winnow's `dedup` command and the DuckDB peer."""
+    config = WORK / "local-bench.json"
+    config.write_text(json.dumps(SPARK_CONFIG))
+    env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    winnow = python_module("jobs", "dedup", "--input", str(source), "--output", str(WORK / "out" / "proc-dedup"),
+                           "--config", str(config), "--run-id", "2026-11-22-05-00-00")  # fmt: skip
+    duckdb = python_module("bench.peers.duckdb_dedup", "--input", str(source), "--output", str(WORK / "out" / "duck"))
+    return {
+        "winnow dedup (process)": lambda: measure_process(winnow, env, WORK / "processes.log"),
+        "duckdb warehouse model (process)": lambda: measure_process(duckdb, env, WORK / "processes.log"),
+    }
+
+
+def chdb_case(records: Path) -> Callable[[], Sample]:
+    command = python_module("bench.peers.chdb_final", "--input", str(records), "--key", "id", "--version", "ver",
+                            "--output", str(WORK / "out" / "chdb-final"))  # fmt: skip
+
+    def case() -> Sample:
+        started = time.monotonic()
+        done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
+        wall = time.monotonic() - started
+        result = json.loads(done.stdout)
+        return Sample(wall, None, result)
+
+    return case
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000, help="events for the side-by-side figures")
+    parser.add_argument("--runs", type=int, default=3, help="timed runs per case after the warm-up (default 3)")
+    parser.add_argument("--scaling", type=int, nargs="*", default=[250_000, 500_000, 1_000_000, 2_000_000])
+    parser.add_argument("--keyed-rows", type=int, default=1_000_000)
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results.json")
+    parser.add_argument("--no-readme", action="store_true", help="do not update README.md")
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error(f"--runs: given {args.runs}; allowed: 1 or more")
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"machine": machine(), "settings": vars(args) | {"results": str(args.results)}}
+    started = time.monotonic()
+    source = enriched_input(args.events)
+    results["input"] = {"events": args.events, "bytes": sum(p.stat().st_size for p in source.glob("*.tsv"))}
+
+    spark_bench = SparkBench() if set(args.sections) & {"spark", "keyed", "scaling", "manifest"} else None
+    if "spark" in args.sections and spark_bench:
+        log(f"Spark jobs on {args.events:,} events")
+        results["spark_jobs"] = figures(alternate(spark_bench.enriched_cases(source), args.runs, progress=log))
+    if "processes" in args.sections:
+        log("whole processes: Winnow dedup vs DuckDB")
+        results["processes"] = figures(alternate(process_cases(source), args.runs, progress=log))
+    if "keyed" in args.sections and spark_bench:
+        records = keyed_input(args.keyed_rows)
+        log(f"keyed and table select --final on {args.keyed_rows:,} records, vs chdb ReplacingMergeTree FINAL")
+        cases = spark_bench.keyed_cases(records) | {"chdb ReplacingMergeTree FINAL (process)": chdb_case(records)}
+        keyed_figures = alternate(cases, args.runs, progress=log)
+        results["keyed"] = figures(keyed_figures)
+        chdb_runs = [run.result for run in keyed_figures["chdb ReplacingMergeTree FINAL (process)"].runs]
+        results["keyed"]["chdb ReplacingMergeTree FINAL (process)"]["engine_seconds"] = chdb_runs
+    if "scaling" in args.sections and spark_bench:
+        results["scaling"] = []
+        for events in args.scaling:
+            log(f"scaling: {events:,} events")
+            scaled = alternate(spark_bench.enriched_cases(enriched_input(events), False), args.runs, progress=log)
+            results["scaling"].append({"events": events, **figures(scaled)})
+    if "manifest" in args.sections and spark_bench:
+        smallest = enriched_input(min(args.scaling or [args.events]))
+        log(f"manifest requests per event on {smallest.name}")
+        results["manifest"] = {"requests": spark_bench.manifest_requests(smallest)}
+        log("manifest throughput against a local endpoint with injected latency")
+        done = subprocess.run(python_module("bench.manifest_latency", "--json"), capture_output=True, text=True,
+                              check=True, cwd=ROOT)  # fmt: skip
+        results["manifest"]["latency"] = json.loads(done.stdout)
+    results["total_seconds"] = round(time.monotonic() - started, 1)
+
+    args.results.write_text(json.dumps(results, indent=2) + "\n")
+    markdown = report.markdown(results)
+    (ROOT / "bench" / "RESULTS.md").write_text(markdown)
+    if not args.no_readme:
+        report.update_readme(ROOT / "README.md", markdown)
+    print(markdown)
+    return 0
+
+
+def figures(measured: dict[str, Figure]) -> dict[str, Any]:
+    return {name: figure.as_dict() for name, figure in measured.items()}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

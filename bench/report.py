@@ -1,0 +1,110 @@
+"""The Markdown tables of a `make bench` run, and the README section that shows them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+BASELINE = "pass-through"
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}"
+
+
+def _memory(value: float | None) -> str:
+    return "" if value is None else f"{value:,.0f}"
+
+
+def _figure_rows(figures: dict[str, Any], baseline: float | None, events: int | None) -> list[str]:
+    rows = []
+    for name, figure in figures.items():
+        median = figure["median_seconds"]
+        ratio = f"{median / baseline:.2f}x" if baseline else ""
+        rate = f"{events / median:,.0f}" if events else ""
+        runs = " / ".join(_seconds(s) for s in figure["runs_seconds"])
+        rows.append(f"| {name} | {_seconds(median)} | {ratio} | {rate} | {runs} | "
+                    f"{_seconds(figure['warmup_seconds'])} | {_memory(figure['peak_rss_mb'])} |")  # fmt: skip
+    return rows
+
+
+HEADER = [
+    "| case | median s | x pass-through | events/s | runs s | warm-up s | peak RSS MB |",
+    "| --- | ---: | ---: | ---: | --- | ---: | ---: |",
+]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m, events = results["machine"], results["input"]["events"]
+    lines = [
+        f"Measured {m['date']} on {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Python {m['python']}, "
+        f"Spark {m['spark']}, {m['java']}; load average {m['load_average_at_start']:.2f} at start. "
+        f"Input: {events:,} generated events ({results['input']['bytes'] / 1e9:.2f} GB). "
+        f"Warm-up, then the median of {results['settings']['runs']} alternating runs; `make bench` took "
+        f"{results['total_seconds'] / 60:.0f} min.",
+        "",
+    ]
+    spark_jobs = results.get("spark_jobs")
+    if spark_jobs:
+        baseline = spark_jobs[BASELINE]["median_seconds"]
+        lines += ["Spark jobs in one session (job time, Spark start-up excluded; peak RSS of the Spark JVM):", ""]
+        lines += [*HEADER, *_figure_rows(spark_jobs, baseline, events), ""]
+    processes = results.get("processes")
+    if processes:
+        lines += ["Whole processes (wall time with start-up; peak RSS of the process tree, sampled):", ""]
+        lines += [*HEADER, *_figure_rows(processes, None, events), ""]
+    keyed = results.get("keyed")
+    if keyed:
+        rows = results["settings"]["keyed_rows"]
+        lines += [f"Keyed records ({rows:,} generated rows, key `id`, version `ver`):", ""]
+        lines += [*HEADER, *_figure_rows(keyed, None, rows)]
+        chdb = keyed.get("chdb ReplacingMergeTree FINAL (process)", {}).get("engine_seconds")
+        if chdb:
+            lines += ["", "chdb's own timings per run (load, FINAL): " + "; ".join(
+                f"{run.get('load_seconds', '?')} s, {run.get('final_seconds', '?')} s" for run in chdb)]  # fmt: skip
+        lines.append("")
+    scaling = results.get("scaling")
+    if scaling:
+        lines += ["Scaling (median job seconds; cost per million events):", "",
+                  "| events | pass-through s | dedup s | dedup x pass-through | dedup s per 1M |",
+                  "| ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+        for point in scaling:
+            passthrough, dedup = point[BASELINE]["median_seconds"], point["dedup"]["median_seconds"]
+            lines.append(f"| {point['events']:,} | {passthrough:.2f} | {dedup:.2f} | {dedup / passthrough:.2f}x | "
+                         f"{dedup / point['events'] * 1e6:.2f} |")  # fmt: skip
+        lines.append("")
+    manifest = results.get("manifest")
+    if manifest:
+        lines += ["Manifest requests (dedup against a fresh SQLite manifest):", "",
+                  "| cross-batch synthetic | input lines | distinct pairs | puts | queries | requests per line "
+                  "| puts per distinct pair |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+        for name, figures in manifest["requests"].items():
+            lines.append(f"| {name.removeprefix('synthetic_')} | {figures['input_lines']:,} | "
+                         f"{figures['distinct_pairs']:,} | {figures['puts']:,} | {figures['queries']:,} | "
+                         f"{figures['requests_per_input_line']} | {figures['puts_per_distinct_pair']} |")  # fmt: skip
+        latency = manifest.get("latency")
+        if latency:
+            lines += ["", "Manifest throughput, one client (a Spark task) against moto behind a proxy that adds "
+                      "latency per request:", "",
+                      "| latency ms | concurrency | synthetic | pass | ids/s | requests/s | requests per id | "
+                      "throttles | retries |", "| ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+            for row in latency:
+                lines.append(f"| {row['latency_ms']} | {row['concurrency']} | {row['synthetic']} | "
+                             f"{row.get('pass', '')} | {row['ids_per_second']:.0f} | "
+                             f"{row.get('requests_per_second', 0):.0f} | {row['requests_per_id']} | "
+                             f"{row['throttles']} | {row['retries']} |")  # fmt: skip
+        lines.append("")
+    return "\n".join(lines)
+
+
+def update_readme(readme: Path, markdown_text: str) -> None:
+    """Replace what is between the bench markers (appending a section the first time)."""
+    text = readme.read_text()
+    block = f"{START}\n{markdown_text.rstrip()}\n{END}"
+    if START in text and END in text:
+        before, rest = text.split(START, 1)
+        text = before + block + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n## Benchmarks\n\n" + block + "\n"
+    readme.write_text(text)

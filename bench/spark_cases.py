@@ -1,0 +1,81 @@
+"""The cases measured inside one Spark session: the pass-through limit, the dropDuplicates peer, Winnow's jobs.
+
+Each case does all its work (an action that writes files), so the caller times exactly one job, without the
+Spark start-up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from jobs.config import JobConfig
+from jobs.dedup import job as dedup_job
+from jobs.enriched.parse import field
+from jobs.keyed import job as keyed_job
+from jobs.lake import read_lines
+from jobs.shred import job as shred_job
+from jobs.tables import job as table_job
+from jobs.tables.log import TableSettings
+
+RUN_ID = "2026-11-22-05-00-00"
+
+
+def passthrough(spark: SparkSession, input_path: str, output_path: str) -> None:
+    """The limit: read the enriched TSV as text and write it back unchanged."""
+    read_lines(spark, input_path).write.mode("overwrite").text(output_path)
+
+
+def drop_duplicates(spark: SparkSession, input_path: str, output_path: str) -> None:
+    """The Spark peer: `dropDuplicates` on (event_id, event_fingerprint), fields taken with substring_index."""
+    lines = read_lines(spark, input_path)
+    value = lines["value"]
+    keyed = lines.select("value", field(value, "event_id").alias("id"), field(value, "event_fingerprint").alias("fp"))
+    keyed.dropDuplicates(["id", "fp"]).select("value").write.mode("overwrite").text(output_path)
+
+
+def in_batch_config(config: JobConfig) -> JobConfig:
+    """The config without a manifest: in-batch dedup only (what the issue's targets are about)."""
+    return dataclasses.replace(config, manifest=dataclasses.replace(config.manifest, uri=None))
+
+
+def with_manifest(config: JobConfig, uri: str) -> JobConfig:
+    return dataclasses.replace(config, manifest=dataclasses.replace(config.manifest, uri=uri))
+
+
+def dedup(
+    spark: SparkSession, config: JobConfig, input_path: str, output_path: str, create_manifest: bool = False
+) -> dict[str, Any]:
+    return dedup_job.run(spark, config, input_path, output_path, RUN_ID, create_manifest=create_manifest)
+
+
+def shred(spark: SparkSession, config: JobConfig, input_path: str, output_path: str) -> dict[str, Any]:
+    return shred_job.run(spark, config, input_path, output_path, RUN_ID)
+
+
+def run_pipeline(spark: SparkSession, config: JobConfig, input_path: str, output_path: str) -> dict[str, Any]:
+    """`python -m jobs run` without its command line: dedup, then shred of the deduplicated good events."""
+    deduplicated = dedup_job.run(spark, config, input_path, f"{output_path}/deduplicated", RUN_ID)
+    shredded = shred_job.run(spark, config, f"{deduplicated['output']}/good", f"{output_path}/shredded", RUN_ID)
+    return {"dedup": deduplicated, "shred": shredded}
+
+
+def keyed(spark: SparkSession, input_path: str, output_path: str, state: str) -> dict[str, Any]:
+    """The keyed deduper on the generated records (key `id`), from an empty state."""
+    shutil.rmtree(state, ignore_errors=True)
+    options = keyed_job.KeyedOptions(input=input_path, output=output_path, format="csv", key="id", state=state)
+    return keyed_job.run(spark, options, RUN_ID)
+
+
+def replacing_table(spark: SparkSession, input_path: str, table: str) -> None:
+    """A replacing table (key `id`, version `ver`) holding the generated records as one insert."""
+    shutil.rmtree(table, ignore_errors=True)
+    table_job.create(spark, table, TableSettings(engine="replacing", key=("id",), version="ver"))
+    table_job.insert(spark, table, input_path, "csv", token=None)
+
+
+def select_final(spark: SparkSession, table: str, output_path: str) -> dict[str, Any]:
+    return table_job.select(spark, table, output_path, final=True, fmt_text="parquet")
