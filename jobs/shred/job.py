@@ -14,16 +14,17 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
+from urllib.parse import unquote
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import __version__
 from jobs.config import JobConfig
 from jobs.enriched.parse import bad_row_json, field, parse_events
 from jobs.errors import InvalidArgumentError
-from jobs.lake import FileSystem, RunFolder, absolute, read_lines
+from jobs.lake import RunFolder, absolute, read_lines
 from jobs.runs import run_timestamp
 from jobs.shred.entities import (
     JSON_FIELDS,
@@ -41,6 +42,7 @@ from jobs.summary import table
 ShredFormat = Literal["shred", "widerow", "widerow-parquet"]
 SHRED_FORMATS: tuple[str, ...] = get_args(ShredFormat)
 TYPE_COLUMNS = ("vendor", "name", "format", "version")
+ATOMIC_EVENTS, SHREDDED_TYPES = "atomic-events", "shredded-types"
 
 Progress = Callable[[str], None]
 # The type of `typed_entities`, for the empty array of bad lines.
@@ -126,8 +128,6 @@ def run(
         InvalidArgumentError: `output_format` is not one of `SHRED_FORMATS`.
         InputNotFoundError: the input path does not exist.
     """
-    from jobs.shred import widerow
-
     if output_format not in SHRED_FORMATS:
         raise InvalidArgumentError(f"--format: given {output_format!r}; allowed: {', '.join(SHRED_FORMATS)}")
     started_at, started = datetime.now(UTC), time.monotonic()
@@ -137,43 +137,13 @@ def run(
     parsed = parse_events(lines, config.dedup.fingerprint_fields).select(
         "line", "errors", "event_id", "collector_tstamp"
     )
-    # Kept: the counts, the atomic lines, the entities and the bad rows all read it.
-    decided = shred_events(parsed).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        progress(f"reading and shredding {input_path}")
-        is_good = F.size("errors") == 0
-        good, bad = decided.where(is_good), decided.where(~is_good)
-        counts = {row["good"]: row["count"] for row in decided.groupBy(is_good.alias("good")).count().collect()}
-        type_rows = (
-            good.select(F.explode("entities").alias("e"))
-            .groupBy(*(F.col("e")[name].alias(name) for name in ("kind", *TYPE_COLUMNS)))
-            .count()
-            .collect()
-        )
-        types: dict[str, int] = {}
-        for row in type_rows:
-            name = "{vendor}/{name}/{format}/{version}".format(**row.asDict())
-            types[name] = types.get(name, 0) + row["count"]
-        folder = RunFolder(spark, output_path, run_id)
-        folder.clear()
-        compression = config.output.compression
-        if output_format == "shred":
-            progress("writing atomic-events/")
-            folder.write_text("atomic-events", good.select(atomic_line(F.col("line"))), compression)
-            progress("writing shredded-types/")
-            target = f"{folder.path}/shredded-types"
-            shredded_types(good).write.mode("overwrite").option("compression", compression).partitionBy(
-                *TYPE_COLUMNS
-            ).text(target)
-            FileSystem(spark).mkdirs(target)  # an empty output is still a folder, as RunFolder.write_text does
-        else:
-            families = widerow.entity_families(type_rows)
-            progress(f"writing widerow/ ({output_format}, {len(families)} entity columns)")
-            widerow.write(folder, good, families, output_format, compression)
-        progress("writing bad/")
-        folder.write_text("bad", bad.select(bad_row_json(F.col("line"), F.col("errors"), run_time)), compression)
-    finally:
-        decided.unpersist()
+    folder = RunFolder(spark, output_path, run_id)
+    folder.clear()
+    progress(f"reading and shredding {input_path}")
+    if output_format == "shred":
+        counts, types = _write_shredded(folder, shred_events(parsed), run_time, config.output.compression)
+    else:
+        counts, types = _write_wide_rows(folder, shred_events(parsed), run_time, config, output_format, progress)
 
     good_count, bad_count = counts.get(True, 0), counts.get(False, 0)
     summary: dict[str, Any] = {
@@ -192,6 +162,95 @@ def run(
     folder.write_json("summary.json", summary)
     folder.seal()
     return summary
+
+
+def _write_shredded(
+    folder: RunFolder, decided: DataFrame, run_time: datetime, compression: str
+) -> tuple[dict[bool, int], dict[str, int]]:
+    """atomic-events/, shredded-types/ and bad/ in one pass over the input: each line becomes its output lines.
+
+    Good and bad are counted while written (`observe`); entity lines per type are counted from the files
+    written (one small aggregation per file), so nothing is persisted or read twice.
+    """
+    is_good = F.size("errors") == 0
+    observation = Observation("shred counts")
+    observed = decided.observe(observation, F.count_if(is_good).alias("good"), F.count_if(~is_good).alias("bad"))
+    entity_lines = F.transform(
+        F.col("entities"),
+        lambda e: F.struct(
+            F.concat(
+                F.lit(f"{SHREDDED_TYPES}/"),
+                *(F.concat(F.lit(f"{'/' if i else ''}{name}="), e[name]) for i, name in enumerate(TYPE_COLUMNS)),
+            ).alias("folder"),
+            shredded_line(e, F.col("event_id"), F.col("root_tstamp")).alias("text"),
+        ),
+    )
+    atomic = F.array(F.struct(F.lit(ATOMIC_EVENTS).alias("folder"), atomic_line(F.col("line")).alias("text")))
+    bad = F.array(
+        F.struct(F.lit("bad").alias("folder"), bad_row_json(F.col("line"), F.col("errors"), run_time).alias("text"))
+    )
+    outputs = F.when(is_good, F.concat(atomic, entity_lines)).otherwise(bad)
+    written = observed.select(F.explode(outputs).alias("out")).select("out.folder", "out.text")
+    folder.write_text_split(written, [ATOMIC_EVENTS, SHREDDED_TYPES, "bad"], compression, "folder")
+    counted = observation.get
+    per_type = _lines_per_type(decided.sparkSession, f"{folder.path}/{SHREDDED_TYPES}")
+    return {True: counted["good"], False: counted["bad"]}, per_type
+
+
+def _lines_per_type(spark: SparkSession, shredded: str) -> dict[str, int]:
+    """Entity lines per `vendor/name/format/version`, from the files under shredded-types/ (counted per file)."""
+    files = (
+        spark.read.option("recursiveFileLookup", "true")
+        .text(shredded)
+        .select(F.col("_metadata.file_path").alias("path"))
+    )
+    types: dict[str, int] = {}
+    for row in files.groupBy("path").count().collect():
+        parts = dict(
+            unquote(part).split("=", 1) for part in row["path"].split("/") if part.split("=", 1)[0] in TYPE_COLUMNS
+        )
+        name = "/".join(parts[column] for column in TYPE_COLUMNS)
+        types[name] = types.get(name, 0) + row["count"]
+    return types
+
+
+def _write_wide_rows(
+    folder: RunFolder,
+    decided: DataFrame,
+    run_time: datetime,
+    config: JobConfig,
+    output_format: ShredFormat,
+    progress: Progress,
+) -> tuple[dict[bool, int], dict[str, int]]:
+    """widerow/ and bad/: the entity types are needed before writing (they are the columns), so the decided
+    lines are persisted and read for the counts, the types, the rows and the bad rows."""
+    from jobs.shred import widerow
+
+    decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        is_good = F.size("errors") == 0
+        good, bad = decided.where(is_good), decided.where(~is_good)
+        counts = {row["good"]: row["count"] for row in decided.groupBy(is_good.alias("good")).count().collect()}
+        type_rows = (
+            good.select(F.explode("entities").alias("e"))
+            .groupBy(*(F.col("e")[name].alias(name) for name in ("kind", *TYPE_COLUMNS)))
+            .count()
+            .collect()
+        )
+        types: dict[str, int] = {}
+        for row in type_rows:
+            name = "{vendor}/{name}/{format}/{version}".format(**row.asDict())
+            types[name] = types.get(name, 0) + row["count"]
+        families = widerow.entity_families(type_rows)
+        progress(f"writing widerow/ ({output_format}, {len(families)} entity columns)")
+        widerow.write(folder, good, families, output_format, config.output.compression)
+        progress("writing bad/")
+        folder.write_text(
+            "bad", bad.select(bad_row_json(F.col("line"), F.col("errors"), run_time)), config.output.compression
+        )
+    finally:
+        decided.unpersist()
+    return counts, types
 
 
 def render(summary: dict[str, Any]) -> str:
