@@ -31,7 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
 WORK = ROOT / "bench" / "work"
 SECTIONS = ("spark", "processes", "keyed", "scaling", "manifest")
-SPARK_CONFIG = {"spark": {"master": "local[*]", "conf": {"spark.driver.memory": "8g"}}}
+# The Spark settings of the repo's local config (local[*], 4g driver, 16 shuffle partitions: measured 10% faster
+# than Spark's default 200 for dedup of 1M events), for the in-session cases and the whole processes alike.
+SPARK_CONFIG = {"spark": json.loads((ROOT / "configs" / "local.json").read_text())["spark"]}
 
 
 def log(message: str) -> None:

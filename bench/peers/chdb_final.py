@@ -54,6 +54,8 @@ from typing import Any
 import chdb
 from chdb import session
 
+from bench.peers import UsageError, input_files
+
 INPUT_FORMATS = {"csv": "CSVWithNames", "parquet": "Parquet"}
 OUTPUT_FORMATS = {"parquet": ("Parquet", "parquet"), "csv": ("CSVWithNames", "csv"), "jsonl": ("JSONEachRow", "json")}
 VERSION_COLUMN = "__w_ver"
@@ -62,10 +64,6 @@ DECIMAL_VERSION = (
     "toUInt128((toDecimal256({column}, 6) + toDecimal256('100000000000000000000000000000000', 6)) * 1000000)"
 )
 SUCCESS_MARKER = "_SUCCESS"
-
-
-class UsageError(Exception):
-    """A command-line argument is unusable (exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -82,26 +80,6 @@ def quote_string(text: str) -> str:
 def quote_name(name: str) -> str:
     """A ClickHouse identifier."""
     return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
-
-
-def input_files(path: Path) -> list[Path]:
-    """The file, or every file under the folder (recursive, `_` / `.` names skipped as Spark does), sorted.
-
-    Raises:
-        UsageError: the path does not exist or holds no file.
-    """
-    if path.is_file():
-        return [path]
-    if not path.is_dir():
-        raise UsageError(f"--input: {path} does not exist")
-    files = sorted(
-        p
-        for p in path.rglob("*")
-        if p.is_file() and not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
-    )
-    if not files:
-        raise UsageError(f"--input: {path} holds no files")
-    return files
 
 
 def execute(sess: session.Session, sql: str) -> Any:

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import duckdb
 
+from bench.peers import UsageError, input_files
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
 
 OUTPUTS = ("events", "duplicated_events", "bad")
@@ -53,10 +54,6 @@ CSV_OPTIONS = (
 COPY_OPTIONS = "FORMAT csv, DELIMITER '\t', HEADER false, QUOTE '', ESCAPE '', NULLSTR ''"
 
 
-class UsageError(Exception):
-    """A command-line argument is unusable (exit 2)."""
-
-
 @dataclass(frozen=True)
 class Counts:
     input: int
@@ -64,24 +61,6 @@ class Counts:
     duplicated_events: int
     bad: int
     natural_copies_removed: int
-
-
-def input_files(folder: Path) -> list[str]:
-    """Every file under `folder` (recursively), skipping `_` / `.` names as Spark does, sorted.
-
-    Raises:
-        UsageError: the folder does not exist or holds no file.
-    """
-    if not folder.is_dir():
-        raise UsageError(f"--input: {folder} is not a folder")
-    files = sorted(
-        str(path)
-        for path in folder.rglob("*")
-        if path.is_file() and not any(part.startswith(("_", ".")) for part in path.relative_to(folder).parts)
-    )
-    if not files:
-        raise UsageError(f"--input: {folder} holds no input files")
-    return files
 
 
 def expected_bytes(files: list[str]) -> int | None:
@@ -194,7 +173,7 @@ def count(con: duckdb.DuckDBPyConnection, query: str) -> int:
 
 def run(input_folder: Path, output: Path, threads: int | None) -> dict[str, object]:
     started = time.monotonic()
-    files = input_files(input_folder)
+    files = [str(path) for path in input_files(input_folder)]
     with tempfile.TemporaryDirectory(prefix="duckdb-dedup-") as spill:
         con = duckdb.connect(config={"temp_directory": spill})
         try:
