@@ -84,7 +84,7 @@ def quote_name(name: str) -> str:
 
 def execute(sess: session.Session, sql: str) -> Any:
     """Run `sql`; chdb's result object (`bytes()`, `rows_written()`)."""
-    return sess.query(sql, "TabSeparated")  # type: ignore[no-untyped-call]
+    return sess.query(sql, "TabSeparated")
 
 
 def query(sess: session.Session, sql: str) -> str:
@@ -209,11 +209,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.output is not None:
         prepare_output(args.output)
     with tempfile.TemporaryDirectory(prefix="chdb-final-") as path:
-        sess = session.Session(path)  # type: ignore[no-untyped-call]
+        sess = session.Session(path)
         try:
             result = load_and_select(sess, args, inputs, key)
         finally:
-            sess.close()  # type: ignore[no-untyped-call]
+            sess.close()
     return {**result, "seconds": round(time.monotonic() - started, 3)}
 
 
