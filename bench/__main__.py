@@ -143,11 +143,11 @@ class SparkBench:
     def manifest_requests(self, source: Path) -> dict[str, Any]:
         """Requests per input line of a dedup run against a fresh SQLite manifest (same code path as DynamoDB)."""
         database = WORK / "manifest.db"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{database}{suffix}").unlink(missing_ok=True)
         result: dict[str, Any] = {}
         distinct_pairs = self.distinct_pairs(source)
         for synthetic in (True, False):
+            for suffix in ("", "-wal", "-shm"):  # a fresh manifest for each run
+                Path(f"{database}{suffix}").unlink(missing_ok=True)
             base = self.cases.with_manifest(self.config, f"sqlite:{database}")
             config = dataclasses.replace(
                 base, manifest=dataclasses.replace(base.manifest, cross_batch_synthetic=synthetic)
@@ -166,8 +166,6 @@ class SparkBench:
                 "puts_per_distinct_pair": round(manifest["puts"] / distinct_pairs, 4),
                 "seconds": round(seconds, 2),
             }
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{database}{suffix}").unlink(missing_ok=True)
         return result
 
 

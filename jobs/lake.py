@@ -48,14 +48,18 @@ class FileSystem:
         fs.mkdirs(hpath)
 
     def children(self, path: str) -> list[str]:
-        """The names of the entries directly under a folder."""
+        """Names of all the entries directly under `path`, sorted; [] if it does not exist."""
         fs, hpath = self._resolve(path)
-        return [status.getPath().getName() for status in fs.listStatus(hpath)]
+        if not fs.exists(hpath):
+            return []
+        return sorted(str(status.getPath().getName()) for status in fs.listStatus(hpath))
 
     def rename(self, source: str, target: str) -> None:
-        fs, source_path = self._resolve(source)
-        if not fs.rename(source_path, self._jvm.org.apache.hadoop.fs.Path(target)):
-            raise OSError(f"could not move {source} to {target}")
+        """Move `source` to `target` (a folder move; on S3 a copy then a delete)."""
+        fs, hsource = self._resolve(source)
+        _, htarget = self._resolve(target)
+        if not fs.rename(hsource, htarget):
+            raise OSError(f"could not rename {source} to {target}")
 
     def write_bytes(self, path: str, data: bytes) -> None:
         fs, hpath = self._resolve(path)
@@ -92,33 +96,40 @@ class RunFolder:
         """Remove what an earlier attempt of this run wrote: a rerun replaces the run's folder."""
         self._fs.delete(self.path)
 
-    def write_text(self, name: str, lines: DataFrame, compression: str, partition_by: str | None = None) -> str:
-        """Write a one-column DataFrame (plus `partition_by`) as text files under `name/`."""
+    def write_text(self, name: str, lines: DataFrame, compression: str) -> str:
+        """Write a one-column DataFrame as text files under `name/`."""
         target = f"{self.path}/{name}"
-        writer = lines.write.mode("overwrite").option("compression", compression)
-        if partition_by:
-            writer = writer.partitionBy(partition_by)
-        writer.text(target)
+        lines.write.mode("overwrite").option("compression", compression).text(target)
         self._fs.mkdirs(target)  # an empty output is still a folder, so readers need no special case
         return target
+
+    @property
+    def staging(self) -> str:
+        """Where a job writes partitioned output before `move_staged` puts each partition in its place."""
+        return f"{self.path}/_staging"
 
     def write_text_split(self, lines: DataFrame, folders: Sequence[str], compression: str, folder_column: str) -> None:
         """Write a (`folder_column`, text) DataFrame in one pass, each line under the run-folder path it names.
 
         One write instead of one per output (each of which would read the input again): Spark writes the lines
-        partitioned by their folder into a staging folder, whose partition folders are then moved to their
-        paths. `folders` are created even when no line goes there. (Concurrent writers instead of Spark's sort
-        by folder were measured: no difference on 1M events.)
+        partitioned by their folder into the staging folder, then `move_staged` moves them to their paths.
+        (Concurrent writers instead of Spark's sort by folder were measured: no difference on 1M events.)
         """
-        staging = f"{self.path}/_staging"
-        lines.write.mode("overwrite").option("compression", compression).partitionBy(folder_column).text(staging)
-        prefix = f"{folder_column}="
-        for name in self._fs.children(staging):
+        lines.write.mode("overwrite").option("compression", compression).partitionBy(folder_column).text(self.staging)
+        self.move_staged(folder_column, folders)
+
+    def move_staged(self, column: str, folders: Sequence[str]) -> None:
+        """Move every `column=VALUE/` partition under the staging folder to the run-folder path VALUE.
+
+        Then the staging folder is removed, and each of `folders` exists even when nothing was written there.
+        """
+        prefix = f"{column}="
+        for name in self._fs.children(self.staging):
             if name.startswith(prefix):
                 target = f"{self.path}/{unquote(name.removeprefix(prefix))}"
                 self._fs.mkdirs(target.rsplit("/", 1)[0])
-                self._fs.rename(f"{staging}/{name}", target)
-        self._fs.delete(staging)
+                self._fs.rename(f"{self.staging}/{name}", target)
+        self._fs.delete(self.staging)
         for folder in folders:
             self._fs.mkdirs(f"{self.path}/{folder}")
 

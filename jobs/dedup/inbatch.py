@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from jobs.config import SyntheticStrategy
 from jobs.dedup.synthetic import can_take_duplicate_context, reidentified_line
-from jobs.enriched.parse import bad_row_json, field, is_valid, line_errors, parse_events
+from jobs.enriched.parse import bad_row_json, event_key, field, is_valid, line_errors, parse_events
 
 # Outcomes: each input line ends in exactly one.
 GOOD, BAD, DUPLICATE, QUARANTINED, DROPPED = "good", "bad", "duplicate", "quarantined", "dropped"
@@ -58,14 +58,9 @@ def with_row_ids(lines: DataFrame) -> DataFrame:
     return lines.select(F.monotonically_increasing_id().alias("row_id"), "value")
 
 
-def event_key(line: Column) -> Column:
-    """The id dedup groups on: event_id lower-cased (ids compare case-insensitively)."""
-    return F.lower(field(line, "event_id"))
-
-
 def repeated_event_keys(lines: DataFrame) -> DataFrame:
     """`event_key` of every id found on more than one line (valid or not: a superset only costs a little)."""
-    keys = lines.select(event_key(F.col("value")).alias("event_key"))
+    keys = lines.select(event_key(field(F.col("value"), "event_id")).alias("event_key"))
     return keys.groupBy("event_key").count().where(F.col("count") > 1).select("event_key")
 
 
@@ -99,7 +94,7 @@ def decide_lines(
         to_decide = to_decide.unionByName(answered.select("event_key")).distinct()
     # The cheap key lookup first, so only the lines of the ids to decide are parsed in full.
     candidates = (
-        lines.select("*", event_key(F.col("value")).alias("event_key"))
+        lines.select("*", event_key(field(F.col("value"), "event_id")).alias("event_key"))
         .join(F.broadcast(to_decide), "event_key", "left_semi")
         .drop("event_key")
     )

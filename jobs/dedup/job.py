@@ -67,15 +67,21 @@ def output_folder() -> Column:
     return folder
 
 
+# Every (outcome, reason) a line can end with; `counted` counts each of them.
+OUTCOME_REASONS = [(outcome, reason) for outcome in OUTCOMES for reason in (None, *REASONS)]
+
+
 def counted(decided: DataFrame) -> tuple[DataFrame, Observation]:
-    """The decided lines, counted per (outcome, reason) while they are written (no extra pass over them)."""
+    """The decided lines, counted per (outcome, reason) while they are written (no extra pass over them).
+
+    The observation's value `str(i)` is the count of `OUTCOME_REASONS[i]`.
+    """
     observation = Observation("dedup counts")
     counts = [
         F.count_if(
             (F.col("outcome") == outcome) & (F.col("reason").isNull() if reason is None else F.col("reason") == reason)
-        ).alias(f"{outcome}|{reason or ''}")
-        for outcome in OUTCOMES
-        for reason in (None, *REASONS)
+        ).alias(str(i))
+        for i, (outcome, reason) in enumerate(OUTCOME_REASONS)
     ]
     return decided.observe(observation, *counts), observation
 
@@ -131,11 +137,8 @@ def run(
         observed, observation = counted(decided)
         written = observed.select(output_folder().alias("folder"), "text")
         folder.write_text_split(written, sorted(set(OUTPUT_FOLDERS.values())), config.output.compression, "folder")
-        counts: dict[tuple[str, str | None], int] = {}
-        for name, count in observation.get.items():
-            outcome, reason = name.split("|")
-            if count:
-                counts[(outcome, reason or None)] = count
+        observed_counts = observation.get
+        counts = {pair: observed_counts[str(i)] for i, pair in enumerate(OUTCOME_REASONS) if observed_counts[str(i)]}
     finally:
         for frame in cached:
             frame.unpersist()

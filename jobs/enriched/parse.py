@@ -88,6 +88,11 @@ def line_problems(line: Column) -> list[tuple[Column, Column]]:
     ]
 
 
+def event_key(event_id: Column) -> Column:
+    """The id dedup groups on: event_id lower-cased (a UUID is a UUID, whatever its case)."""
+    return F.lower(event_id)
+
+
 def is_valid(line: Column) -> Column:
     """True when the line is a valid enriched event, i.e. `line_problems` finds nothing.
 
@@ -140,7 +145,7 @@ def parse_events(lines: DataFrame, fingerprint_fields: Sequence[str]) -> DataFra
         "line",
         "errors",
         "event_id",
-        F.lower("event_id").alias("event_key"),
+        event_key(F.col("event_id")).alias("event_key"),
         "event_fingerprint",
         F.when(etl != "", etl).alias("etl_tstamp"),
         "collector_tstamp",

@@ -23,8 +23,7 @@ from jobs.keyed.decide import DUPLICATE, ERROR, EXPIRED, EXPIRY, OUTCOME, OUTCOM
 from jobs.keyed.period import QUANTUM, Kind, parse_period
 from jobs.keyed.records import Format, check_fields, check_format, check_ranked, read_records, unranked, write_records
 from jobs.keyed.state import DEFAULT_BUCKET_COUNT, BucketStore, StateSettings
-from jobs.keyed.storage import Storage
-from jobs.lake import RunFolder, absolute
+from jobs.lake import FileSystem, RunFolder, absolute
 from jobs.summary import table
 
 Progress = Callable[[str], None]
@@ -127,19 +126,12 @@ def run(
         check_ranked(sum(row["unranked"] for row in groups), input_path)
         folder = RunFolder(spark, output_path, run_id)
         folder.clear()
-        fs = Storage(spark)
         progress("writing unique/, duplicate/, expired/")
-        staging = f"{folder.path}/_staging"
-        write_records(decided.where(F.col(OUTCOME) != ERROR), staging, fmt, partition_by=OUTCOME)
-        for outcome in (UNIQUE, DUPLICATE, EXPIRED):
-            written_part = f"{staging}/{OUTCOME}={outcome}"
-            if fs.exists(written_part):
-                fs.rename(written_part, f"{folder.path}/{outcome}")
-            fs.mkdirs(f"{folder.path}/{outcome}")  # an empty output is still a folder
-        fs.delete(staging)
+        write_records(decided.where(F.col(OUTCOME) != ERROR), folder.staging, fmt, partition_by=OUTCOME)
+        folder.move_staged(OUTCOME, (UNIQUE, DUPLICATE, EXPIRED))
         progress("writing error/")
         write_records(decided.where(F.col(OUTCOME) == ERROR), f"{folder.path}/{ERROR}", fmt, REASON)
-        fs.mkdirs(f"{folder.path}/{ERROR}")
+        FileSystem(spark).mkdirs(f"{folder.path}/{ERROR}")  # an empty output is still a folder
         maxima = [row["max"] for row in groups if row[OUTCOME] != ERROR and row["max"] is not None]
         latest_after = max([*maxima, *([latest_before] if latest_before is not None else [])], default=None)
         latest_after = None if latest_after is None else Decimal(latest_after).quantize(QUANTUM)

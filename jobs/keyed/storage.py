@@ -19,22 +19,11 @@ class ConcurrentCommitError(WinnowError):
 
 
 class Storage(FileSystem):
-    """`FileSystem` plus list / read / atomic write / exclusive create."""
+    """`FileSystem` plus visible-name listing / read / atomic write / exclusive create."""
 
     def list_names(self, path: str) -> list[str]:
         """Names of the entries directly under `path`, sorted; hidden (`.` / `_`) names skipped; [] if missing."""
-        fs, hpath = self._resolve(path)
-        if not fs.exists(hpath):
-            return []
-        names = [str(status.getPath().getName()) for status in fs.listStatus(hpath)]
-        return sorted(name for name in names if not name.startswith((".", "_")))
-
-    def rename(self, source: str, target: str) -> None:
-        """Move `source` to `target` (a folder move; on S3 a copy then a delete)."""
-        fs, hsource = self._resolve(source)
-        _, htarget = self._resolve(target)
-        if not fs.rename(hsource, htarget):
-            raise OSError(f"could not rename {source} to {target}")
+        return [name for name in self.children(path) if not name.startswith((".", "_"))]
 
     def read_text(self, path: str) -> str:
         fs, hpath = self._resolve(path)

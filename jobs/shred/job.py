@@ -91,15 +91,6 @@ def shred_events(parsed: DataFrame) -> DataFrame:
     )
 
 
-def shredded_types(good: DataFrame) -> DataFrame:
-    """One row per entity of the good events: `vendor`, `name`, `format`, `version`, `text` (the JSON line)."""
-    entity = F.col("entity")
-    return good.select("event_id", "root_tstamp", F.explode("entities").alias("entity")).select(
-        *(entity[name].alias(name) for name in TYPE_COLUMNS),
-        shredded_line(entity, F.col("event_id"), F.col("root_tstamp")).alias("text"),
-    )
-
-
 def run(
     spark: SparkSession,
     config: JobConfig,
