@@ -32,9 +32,10 @@ IGLU_URI = r"^iglu:([a-zA-Z0-9_.-]+)/([a-zA-Z0-9_-]+)/([a-zA-Z0-9_-]+)/(([1-9][0
 # Values quoted in error messages are cut to this length, so one huge field cannot bloat a bad row.
 QUOTED_LIMIT = 100
 
-# Generic envelope schemas: the entities' data stays JSON text. The `_skeleton` twins parse the same text
-# with an empty struct for `data`: non-null exactly when the data is a JSON object (a JSON string holding
-# `{…}` gives the same text as an object under the string-typed schema, so the text alone cannot tell).
+# Generic envelope schemas: the entities' data stays JSON text, so an object's text starts with `{`. A JSON
+# string holding `{…}` gives the same text, so a field whose text may hold one (`"{` or `"\u007b` in it) is
+# parsed again with the `_SKELETON` twin (an empty struct for `data`: non-null exactly for an object).
+# That second parse is rare: generated events never need it (it cost ~8% of the shred job when always run).
 CONTEXTS_SCHEMA = "struct<schema:string,data:array<struct<schema:string,data:string>>,_corrupt_record:string>"
 CONTEXTS_SKELETON = "struct<data:array<struct<data:struct<>>>>"
 UNSTRUCT_SCHEMA = "struct<schema:string,data:struct<schema:string,data:string>,_corrupt_record:string>"
@@ -74,7 +75,7 @@ def root_tstamp(collector_tstamp: Column) -> Column:
 def parse_json_fields(raw: dict[str, Column]) -> list[Column]:
     """Parsed envelopes of the three JSON fields (`raw` maps each field name to its text, null to skip).
 
-    Returns columns `<field>_env` and `<field>_skeleton` for each field.
+    Returns columns `<field>_env`, and `<field>_skeleton`: null unless the text may quote a `{` (see above).
     """
     columns = []
     for name in JSON_FIELDS:
@@ -82,8 +83,9 @@ def parse_json_fields(raw: dict[str, Column]) -> list[Column]:
             (UNSTRUCT_SCHEMA, UNSTRUCT_SKELETON) if name == "unstruct_event" else (CONTEXTS_SCHEMA, CONTEXTS_SKELETON)
         )
         text = F.when(raw[name] != "", raw[name])
+        may_quote_a_brace = text.contains('"{') | text.contains('"\\u007b') | text.contains('"\\u007B')
         columns.append(F.from_json(text, schema, _CORRUPT).alias(f"{name}_env"))
-        columns.append(F.from_json(text, skeleton).alias(f"{name}_skeleton"))
+        columns.append(F.when(may_quote_a_brace, F.from_json(text, skeleton)).alias(f"{name}_skeleton"))
     return columns
 
 
@@ -94,16 +96,22 @@ def field_entities(name: str) -> Column:
     Computed once per field (`shred_events` keeps it in a column): both the checks and the output read it.
     """
     env, skeleton = F.col(f"{name}_env"), F.col(f"{name}_skeleton")
+    parsed_twice = skeleton.isNotNull()
     if name == "unstruct_event":
         entity = env["data"]
-        entities = F.when(
-            entity.isNotNull(),
-            F.array(_entity(name, F.lit(1), entity, skeleton["data"]["data"].isNotNull())),
-        )
+        is_object = F.when(parsed_twice, skeleton["data"]["data"].isNotNull()).otherwise(entity["data"].startswith("{"))
+        entities = F.when(entity.isNotNull(), F.array(_entity(name, F.lit(1), entity, is_object)))
     else:
         entities = F.transform(
             env["data"],
-            lambda e, i: _entity(name, i + 1, e, F.try_element_at(skeleton["data"], i + 1)["data"].isNotNull()),
+            lambda e, i: _entity(
+                name,
+                i + 1,
+                e,
+                F.when(parsed_twice, F.try_element_at(skeleton["data"], i + 1)["data"].isNotNull()).otherwise(
+                    e["data"].startswith("{")
+                ),
+            ),
         )
     return F.coalesce(entities, F.array().cast(f"array<{ENTITY_TYPE}>"))
 

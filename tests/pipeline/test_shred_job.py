@@ -162,6 +162,20 @@ def test_entity_data_keeps_key_order_and_values(spark: SparkSession, tmp_path: P
     }
 
 
+
+def test_an_object_holding_strings_that_start_with_a_brace_is_good(spark: SparkSession, tmp_path: Path) -> None:
+    # Such text is parsed a second time to tell an object from a string; the entity stays as it came.
+    data = '{"note":"{not an object}","escaped":"\\u007b"}'
+    entity = f'{{"schema":"iglu:com.acme/note/jsonschema/1-0-0","data":{data}}}'
+    run = shred(tmp_path, [event(ID_A, unstruct_event=unstruct(entity), event="unstruct")])
+    assert bad_rows(run) == []
+    assert shredded(run) == {
+        "vendor=com.acme/name=note/format=jsonschema/version=1-0-0": [
+            '{"schema":{"vendor":"com.acme","name":"note","format":"jsonschema","version":"1-0-0"},'
+            f'"data":{{"note":"{{not an object}}","escaped":"{{"}},{hierarchy(ID_A, "2026-11-01 10:00:00.000", "note")}}}'
+        ]
+    }
+
 WHY_BAD = [
     (
         {"contexts": "not json"},
@@ -194,6 +208,13 @@ WHY_BAD = [
         {"contexts": contexts('{"data":{"a":1}}', '{"schema":"iglu:com.acme/x/jsonschema/1-0-0","data":"{\\"a\\":1}"}')},
         ["contexts: entity 1 has no valid schema URI (given none); allowed: iglu:VENDOR/NAME/FORMAT/MODEL-REVISION-ADDITION",
          "contexts: entity 2 (iglu:com.acme/x/jsonschema/1-0-0) has no data object"],
+    ),
+    (
+        # Strings that read like objects: escaped, with spaces around the colon, and in unstruct_event.
+        {"contexts": contexts('{"schema":"iglu:com.acme/x/jsonschema/1-0-0","data" : "\\u007b}"}'),
+         "unstruct_event": unstruct('{"schema":"iglu:com.acme/y/jsonschema/1-0-0","data":"{}"}')},
+        ["contexts: entity 1 (iglu:com.acme/x/jsonschema/1-0-0) has no data object",
+         "unstruct_event: entity 1 (iglu:com.acme/y/jsonschema/1-0-0) has no data object"],
     ),
     (
         {"unstruct_event": unstruct('{"schema":"com.acme/click/jsonschema/1-0-0","data":{}}'),
