@@ -162,7 +162,6 @@ def test_entity_data_keeps_key_order_and_values(spark: SparkSession, tmp_path: P
     }
 
 
-
 def test_an_object_holding_strings_that_start_with_a_brace_is_good(spark: SparkSession, tmp_path: Path) -> None:
     # Such text is parsed a second time to tell an object from a string; the entity stays as it came.
     data = '{"note":"{not an object}","escaped":"\\u007b"}'
@@ -175,6 +174,7 @@ def test_an_object_holding_strings_that_start_with_a_brace_is_good(spark: SparkS
             f'"data":{{"note":"{{not an object}}","escaped":"{{"}},{hierarchy(ID_A, "2026-11-01 10:00:00.000", "note")}}}'
         ]
     }
+
 
 WHY_BAD = [
     (
