@@ -30,9 +30,9 @@ from bench.measure import Figure, Sample, alternate, measure_in_process, measure
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
 WORK = ROOT / "bench" / "work"
-SECTIONS = ("spark", "processes", "keyed", "scaling", "manifest")
-# The Spark settings of the repo's local config (local[*], 4g driver, 16 shuffle partitions: measured 10% faster
-# than Spark's default 200 for dedup of 1M events), for the in-session cases and the whole processes alike.
+SECTIONS = ("spark", "processes", "profile", "keyed", "scaling", "manifest")
+# The Spark settings of the repo's local config (local[*], 4g driver, 16 shuffle partitions), for the in-session
+# cases and the whole processes alike.
 SPARK_CONFIG = {"spark": json.loads((ROOT / "configs" / "local.json").read_text())["spark"]}
 
 
@@ -123,6 +123,10 @@ class SparkBench:
             })  # fmt: skip
         return cases
 
+    def profile_cases(self, source: Path) -> dict[str, Callable[[], Sample]]:
+        steps = self.cases.profile_steps(self.spark, self.config, str(source))
+        return {name: self.timed(step) for name, step in steps.items()}
+
     def keyed_cases(self, records: Path) -> dict[str, Callable[[], Sample]]:
         c, spark, out = self.cases, self.spark, WORK / "out"
         table = WORK / "table"
@@ -170,16 +174,20 @@ class SparkBench:
 
 
 def process_cases(source: Path) -> dict[str, Callable[[], Sample]]:
-    """Whole processes, Spark or DuckDB start-up included: Winnow's `dedup` command and the DuckDB peer."""
+    """Whole processes, Spark or DuckDB start-up included: Winnow's `dedup` command, the DuckDB peer, and the
+    pass-through in a process of its own (what any Spark process pays before its work)."""
     config = WORK / "local-bench.json"
     config.write_text(json.dumps(SPARK_CONFIG))
     env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     winnow = python_module("jobs", "dedup", "--input", str(source), "--output", str(WORK / "out" / "proc-dedup"),
                            "--config", str(config), "--run-id", "2026-11-22-05-00-00")  # fmt: skip
     duckdb = python_module("bench.peers.duckdb_dedup", "--input", str(source), "--output", str(WORK / "out" / "duck"))
+    passthrough = python_module("bench.passthrough", "--input", str(source), "--output",
+                                str(WORK / "out" / "proc-pass"), "--config", str(config))  # fmt: skip
     return {
         "winnow dedup (process)": lambda: measure_process(winnow, env, WORK / "processes.log"),
         "duckdb warehouse model (process)": lambda: measure_process(duckdb, env, WORK / "processes.log"),
+        "spark pass-through (process)": lambda: measure_process(passthrough, env, WORK / "processes.log"),
     }
 
 
@@ -216,13 +224,17 @@ def main(argv: list[str] | None = None) -> int:
     source = enriched_input(args.events)
     results["input"] = {"events": args.events, "bytes": sum(p.stat().st_size for p in source.glob("*.tsv"))}
 
-    spark_bench = SparkBench() if set(args.sections) & {"spark", "keyed", "scaling", "manifest"} else None
+    spark_bench = SparkBench() if set(args.sections) & {"spark", "profile", "keyed", "scaling", "manifest"} else None
     if "spark" in args.sections and spark_bench:
         log(f"Spark jobs on {args.events:,} events")
         results["spark_jobs"] = figures(alternate(spark_bench.enriched_cases(source), args.runs, progress=log))
     if "processes" in args.sections:
         log("whole processes: Winnow dedup vs DuckDB")
         results["processes"] = figures(alternate(process_cases(source), args.runs, progress=log))
+    if "profile" in args.sections and spark_bench:
+        log(f"where the time goes: the jobs' steps on {args.events:,} events, computed without writing")
+        steps = spark_bench.profile_cases(source)
+        results["profile"] = figures(alternate(steps, args.runs, progress=log))
     if "keyed" in args.sections and spark_bench:
         records = keyed_input(args.keyed_rows)
         log(f"keyed and table select --final on {args.keyed_rows:,} records, vs chdb ReplacingMergeTree FINAL")

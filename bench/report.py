@@ -54,6 +54,12 @@ def markdown(results: dict[str, Any]) -> str:
     if processes:
         lines += ["Whole processes (wall time with start-up; peak RSS of the process tree, sampled):", ""]
         lines += [*HEADER, *_figure_rows(processes, None, events), ""]
+    profile = results.get("profile")
+    if profile:
+        baseline = spark_jobs[BASELINE]["median_seconds"] if spark_jobs else None
+        lines += ["Where the time goes: each step of the jobs run alone, every row and column computed but "
+                  "nothing written (Spark's `noop` sink); each reads the input itself:", ""]  # fmt: skip
+        lines += [*HEADER, *_figure_rows(profile, baseline, events), ""]
     keyed = results.get("keyed")
     if keyed:
         rows = results["settings"]["keyed_rows"]

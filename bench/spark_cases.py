@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from jobs.config import JobConfig
+from jobs.dedup import inbatch
 from jobs.dedup import job as dedup_job
-from jobs.enriched.parse import field
+from jobs.enriched.parse import field, is_valid, parse_events
 from jobs.keyed import job as keyed_job
 from jobs.lake import read_lines
+from jobs.runs import run_timestamp
 from jobs.shred import job as shred_job
+from jobs.shred.entities import JSON_FIELDS, parse_json_fields
 from jobs.tables import job as table_job
 from jobs.tables.log import TableSettings
 
@@ -79,3 +84,38 @@ def replacing_table(spark: SparkSession, input_path: str, table: str) -> None:
 
 def select_final(spark: SparkSession, table: str, output_path: str) -> dict[str, Any]:
     return table_job.select(spark, table, output_path, final=True, fmt_text="parquet")
+
+
+def computed(frame: DataFrame) -> None:
+    """Compute every row and column of `frame` and write nothing (Spark's `noop` sink)."""
+    frame.write.format("noop").mode("overwrite").save()
+
+
+def profile_steps(spark: SparkSession, config: JobConfig, input_path: str) -> dict[str, Callable[[], None]]:
+    """The jobs' steps, each run alone and computed without writing: where a job's time goes.
+
+    Each step reads the input itself, so `read` is in every figure; the jobs' own figures (with writes) are
+    the `spark` section's.
+    """
+    fingerprints, run_time = config.dedup.fingerprint_fields, run_timestamp(RUN_ID)
+    lines = read_lines(spark, input_path)
+    with_ids = inbatch.with_row_ids(lines)
+    repeated = inbatch.repeated_event_keys(with_ids)
+    parsed = parse_events(lines, fingerprints).select("line", "errors", "event_id", "collector_tstamp")
+    json_fields = lines.select(*parse_json_fields({name: field(F.col("value"), name) for name in JSON_FIELDS}))
+    decided_events = shred_job.shred_events(parsed)
+    return {
+        "read": lambda: computed(lines),
+        "dedup: repeated-id scan": lambda: computed(repeated),
+        "dedup: validity of every line": lambda: computed(lines.select(is_valid(F.col("value")))),
+        "dedup: decision table": lambda: computed(
+            inbatch.decision_table(parse_events(inbatch.lines_of(with_ids, repeated), fingerprints))
+        ),
+        "dedup: every line decided": lambda: computed(
+            dedup_job.classify(lines, config.dedup.synthetic, run_time, fingerprints)
+        ),
+        "shred: 131 fields parsed and checked": lambda: computed(parsed),
+        "shred: JSON fields parsed alone": lambda: computed(json_fields),
+        "shred: events decided": lambda: computed(decided_events),
+        "shred: output lines built": lambda: computed(shred_job.shredded_outputs(decided_events, run_time)),
+    }

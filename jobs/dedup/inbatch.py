@@ -92,14 +92,17 @@ def decide_lines(
         answers = cross_batch(events.select("event_key", "fingerprint"))
         answered = answers.where(F.col("cross_batch").isNotNull())
         to_decide = to_decide.unionByName(answered.select("event_key")).distinct()
-    # The cheap key lookup first, so only the lines of the ids to decide are parsed in full.
-    candidates = (
+    candidates = parse_events(lines_of(lines, to_decide), fingerprint_fields)
+    return apply_decisions(lines, decision_table(candidates, answered), strategy, run_time)
+
+
+def lines_of(lines: DataFrame, event_keys: DataFrame) -> DataFrame:
+    """The lines whose `event_key` is in `event_keys` (small, broadcast): the cheap key lookup, so only the
+    lines of the ids to decide are parsed in full."""
+    return (
         lines.select("*", event_key(field(F.col("value"), "event_id")).alias("event_key"))
-        .join(F.broadcast(to_decide), "event_key", "left_semi")
+        .join(F.broadcast(event_keys), "event_key", "left_semi")
         .drop("event_key")
-    )
-    return apply_decisions(
-        lines, decision_table(parse_events(candidates, fingerprint_fields), answered), strategy, run_time
     )
 
 

@@ -166,6 +166,19 @@ def _write_shredded(
     is_good = F.size("errors") == 0
     observation = Observation("shred counts")
     observed = decided.observe(observation, F.count_if(is_good).alias("good"), F.count_if(~is_good).alias("bad"))
+    written = shredded_outputs(observed, run_time)
+    folder.write_text_split(written, [ATOMIC_EVENTS, SHREDDED_TYPES, "bad"], compression, "folder")
+    counted = observation.get
+    per_type = _lines_per_type(decided.sparkSession, f"{folder.path}/{SHREDDED_TYPES}")
+    return {True: counted["good"], False: counted["bad"]}, per_type
+
+
+def shredded_outputs(decided: DataFrame, run_time: datetime) -> DataFrame:
+    """The output lines of the decided events (`shred_events`): `folder` (under the run folder) and `text`.
+
+    A good event gives its atomic-events line and one shredded-types line per entity; a bad one its bad row.
+    """
+    is_good = F.size("errors") == 0
     entity_lines = F.transform(
         F.col("entities"),
         lambda e: F.struct(
@@ -181,11 +194,7 @@ def _write_shredded(
         F.struct(F.lit("bad").alias("folder"), bad_row_json(F.col("line"), F.col("errors"), run_time).alias("text"))
     )
     outputs = F.when(is_good, F.concat(atomic, entity_lines)).otherwise(bad)
-    written = observed.select(F.explode(outputs).alias("out")).select("out.folder", "out.text")
-    folder.write_text_split(written, [ATOMIC_EVENTS, SHREDDED_TYPES, "bad"], compression, "folder")
-    counted = observation.get
-    per_type = _lines_per_type(decided.sparkSession, f"{folder.path}/{SHREDDED_TYPES}")
-    return {True: counted["good"], False: counted["bad"]}, per_type
+    return decided.select(F.explode(outputs).alias("out")).select("out.folder", "out.text")
 
 
 def _lines_per_type(spark: SparkSession, shredded: str) -> dict[str, int]:
