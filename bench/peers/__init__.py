@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 class UsageError(Exception):
@@ -27,3 +31,24 @@ def input_files(path: Path) -> list[Path]:
     if not files:
         raise UsageError(f"--input: {path} holds no files")
     return files
+
+
+def peer_main(
+    prog: str, threads: int | None, work: Callable[[], dict[str, Any]], failures: tuple[type[Exception], ...]
+) -> int:
+    """A peer's command line after parsing: check `--threads`, run `work`, print its result as one JSON line.
+
+    Returns 0, 2 for a usage error, 1 when the work raised one of `failures` (each said in one line).
+    """
+    try:
+        if threads is not None and threads < 1:
+            raise UsageError(f"--threads: given {threads}; allowed: a whole number >= 1")
+        result = work()
+    except UsageError as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+        return 2
+    except failures as error:
+        print(f"{prog}: failed: {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(result))
+    return 0

@@ -42,9 +42,7 @@ Where they do not:
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -54,7 +52,7 @@ from typing import Any
 import chdb
 from chdb import session
 
-from bench.peers import UsageError, input_files
+from bench.peers import UsageError, input_files, peer_main
 
 INPUT_FORMATS = {"csv": "CSVWithNames", "parquet": "Parquet"}
 OUTPUT_FORMATS = {"parquet": ("Parquet", "parquet"), "csv": ("CSVWithNames", "csv"), "jsonl": ("JSONEachRow", "json")}
@@ -287,18 +285,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        if args.threads is not None and args.threads < 1:
-            raise UsageError(f"--threads: given {args.threads}; allowed: a whole number >= 1")
-        result = run(args)
-    except UsageError as error:
-        print(f"chdb_final: {error}", file=sys.stderr)
-        return 2
-    except (RuntimeError, OSError) as error:  # chdb's ChdbError is a RuntimeError
-        print(f"chdb_final: failed: {error}", file=sys.stderr)
-        return 1
-    print(json.dumps(result))
-    return 0
+    # chdb's ChdbError is a RuntimeError
+    return peer_main("chdb_final", args.threads, lambda: run(args), (RuntimeError, OSError))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ are read too, without the byte check.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -40,7 +39,7 @@ from pathlib import Path
 
 import duckdb
 
-from bench.peers import UsageError, input_files
+from bench.peers import input_files, peer_main
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
 
 OUTPUTS = ("events", "duplicated_events", "bad")
@@ -219,18 +218,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        if args.threads is not None and args.threads < 1:
-            raise UsageError(f"--threads: given {args.threads}; allowed: a whole number >= 1")
-        result = run(args.input, args.output, args.threads)
-    except UsageError as error:
-        print(f"duckdb_dedup: {error}", file=sys.stderr)
-        return 2
-    except (duckdb.Error, OSError, RuntimeError) as error:
-        print(f"duckdb_dedup: failed: {error}", file=sys.stderr)
-        return 1
-    print(json.dumps(result))
-    return 0
+    return peer_main(
+        "duckdb_dedup", args.threads, lambda: run(args.input, args.output, args.threads),
+        (duckdb.Error, OSError, RuntimeError),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
