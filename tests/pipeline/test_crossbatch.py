@@ -12,9 +12,8 @@ from pyspark.sql import SparkSession
 
 from jobs.cli import main
 from jobs.enriched.fields import FIELD_INDEX
-from tests.pipeline.events import event
+from tests.pipeline.helpers import event, run_folder_content
 from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
-from tests.pipeline.test_dedup_job import run_folder_content
 
 RUN_1, RUN_2 = "2026-11-21-03-00-00", "2026-11-22-03-00-00"
 IDS = {name: f"{i:08x}-0000-4000-8000-00000000000{i}" for i, name in enumerate("ABCDE", start=1)}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 import subprocess
@@ -16,24 +15,9 @@ from pyspark.sql import SparkSession
 
 from jobs.cli import main
 from jobs.generate import GenerateOptions, generate
+from tests.pipeline.helpers import read_lines, run_folder_content
 
 RUN_ID = "2026-11-22-03-00-00"
-OUTPUTS = ("good", "bad", "duplicates", "quarantine")
-
-
-def read_lines(folder: Path) -> list[str]:
-    """Every line of every data file under `folder` (plain or gzip), sorted."""
-    lines: list[str] = []
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and not path.name.startswith((".", "_")):
-            opener = gzip.open if path.suffix == ".gz" else open
-            with opener(path, "rt", encoding="utf-8", newline="\n") as handle:
-                lines.extend(handle.read().splitlines())
-    return sorted(lines)
-
-
-def run_folder_content(run: Path) -> dict[str, list[str]]:
-    return {name: read_lines(run / name) for name in OUTPUTS}
 
 
 def dedup(input_path: Path, output: Path, *extra: str) -> int:

@@ -14,7 +14,7 @@ from jobs.config import SyntheticStrategy
 from jobs.dedup.job import classify
 from jobs.dedup.synthetic import uuid5, with_duplicate_context
 from jobs.enriched.fields import DEFAULT_FINGERPRINT_FIELDS, FIELD_INDEX
-from tests.pipeline.events import ID_A, ID_B, ID_C, event
+from tests.pipeline.helpers import ID_A, ID_B, ID_C, event
 
 RUN_TIME = datetime(2026, 11, 22, 3, tzinfo=UTC)
 DUPLICATE = "iglu:com.snowplowanalytics.snowplow/duplicate/jsonschema/1-0-0"

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from jobs.enriched.fields import DEFAULT_FINGERPRINT_FIELDS, FIELD_INDEX
 from jobs.enriched.parse import bad_row_json, is_valid, parse_events
-from tests.pipeline.events import ID_A, event
+from tests.pipeline.helpers import ID_A, event
 
 
 def parse(

@@ -9,7 +9,7 @@ from pyspark.sql import SparkSession
 
 from jobs.cli import main
 from jobs.report import MAX_BARS, chart_png, table_lines
-from tests.pipeline.events import ID_A, ID_B, ID_C, event
+from tests.pipeline.helpers import ID_A, ID_B, ID_C, event
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

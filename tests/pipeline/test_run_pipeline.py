@@ -10,8 +10,7 @@ from pyspark.sql import SparkSession
 
 from jobs.cli import main
 from jobs.generate import GenerateOptions, generate
-from tests.pipeline.events import ID_A, ID_B, event
-from tests.pipeline.test_dedup_job import read_lines
+from tests.pipeline.helpers import ID_A, ID_B, event, read_lines
 
 RUN_ID = "2026-11-22-04-00-00"
 

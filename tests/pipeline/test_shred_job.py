@@ -7,54 +7,24 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from jobs.cli import main
-from tests.pipeline.events import ID_A, ID_B, ID_C, event
-from tests.pipeline.test_dedup_job import read_lines
-
-RUN_ID = "2026-11-22-03-00-00"
-CONTEXTS = "iglu:com.snowplowanalytics.snowplow/contexts/jsonschema/1-0-0"
-UNSTRUCT = "iglu:com.snowplowanalytics.snowplow/unstruct_event/jsonschema/1-0-0"
-
-WEB_PAGE = '{"schema":"iglu:org.schema/WebPage/jsonschema/1-0-0","data":{"genre":"blog","keywords":["a","b"],"n":7}}'
-SP_WEB_PAGE = '{"schema":"iglu:com.snowplowanalytics.snowplow/web_page/jsonschema/1-0-0","data":{"id":"p-1"}}'
-LINK_CLICK = '{"schema":"iglu:com.snowplowanalytics.snowplow/link_click/jsonschema/1-0-1","data":{"targetUrl":"https://shop.example/a","elementId":"nav"}}'
-DUPLICATE = f'{{"schema":"iglu:com.snowplowanalytics.snowplow/duplicate/jsonschema/1-0-0","data":{{"originalEventId":"{ID_B}"}}}}'
-UA_PARSER = '{"schema":"iglu:com.snowplowanalytics.snowplow/ua_parser_context/jsonschema/1-0-0","data":{"useragentFamily":"Firefox","useragentMajor":"120"}}'
-
-
-def contexts(*entities: str, envelope: str = CONTEXTS) -> str:
-    return f'{{"schema":"{envelope}","data":[{",".join(entities)}]}}'
-
-
-def unstruct(entity: str, envelope: str = UNSTRUCT) -> str:
-    return f'{{"schema":"{envelope}","data":{entity}}}'
-
-
-def hierarchy(event_id: str, tstamp: str, name: str) -> str:
-    return (
-        f'"hierarchy":{{"rootId":"{event_id}","rootTstamp":"{tstamp}","refRoot":"events",'
-        f'"refTree":["events","{name}"],"refParent":"events"}}'
-    )
-
-
-def atomic(line: str) -> str:
-    """The expected atomic-events line: fields 52, 58 and 122 removed (the spec's indices, not the code's)."""
-    values = line.split("\t")
-    assert len(values) == 131
-    del values[122], values[58], values[52]
-    assert len(values) == 128
-    return "\t".join(values)
-
-
-def shred(tmp_path: Path, lines: list[str], *extra: str) -> Path:
-    source = tmp_path / "in" / "part-0.tsv"
-    source.parent.mkdir(parents=True, exist_ok=True)
-    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    assert (
-        main(["shred", "--input", str(source.parent), "--output", str(tmp_path / "out"), "--run-id", RUN_ID, *extra])
-        == 0
-    )
-    return tmp_path / "out" / f"run={RUN_ID}"
+from tests.pipeline.helpers import (
+    CONTEXTS,
+    DUPLICATE,
+    ID_A,
+    ID_B,
+    ID_C,
+    LINK_CLICK,
+    SP_WEB_PAGE,
+    UA_PARSER,
+    WEB_PAGE,
+    atomic,
+    contexts,
+    event,
+    hierarchy,
+    read_lines,
+    shred,
+    unstruct,
+)
 
 
 def shredded(run: Path) -> dict[str, list[str]]:

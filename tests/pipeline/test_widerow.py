@@ -10,9 +10,19 @@ from pyspark.sql import SparkSession
 
 from jobs.enriched.fields import FIELD_NAMES
 from jobs.shred.widerow import column_name
-from tests.pipeline.events import ID_A, ID_B, event
-from tests.pipeline.test_dedup_job import read_lines
-from tests.pipeline.test_shred_job import LINK_CLICK, SP_WEB_PAGE, UA_PARSER, WEB_PAGE, contexts, shred, unstruct
+from tests.pipeline.helpers import (
+    ID_A,
+    ID_B,
+    LINK_CLICK,
+    SP_WEB_PAGE,
+    UA_PARSER,
+    WEB_PAGE,
+    contexts,
+    event,
+    read_lines,
+    shred,
+    unstruct,
+)
 
 # The spec's atomic columns: the 131 fields without 52 (contexts), 58 (unstruct_event), 122 (derived_contexts).
 ATOMIC = [name for index, name in enumerate(FIELD_NAMES) if index not in (52, 58, 122)]

@@ -1,0 +1,106 @@
+"""Helpers shared by the pipeline tests: enriched-event lines, entity JSON, and reading what a run wrote."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+from jobs.cli import main
+from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
+
+DEFAULTS = {
+    "app_id": "shop",
+    "platform": "web",
+    "etl_tstamp": "2026-11-01 10:00:05.000",
+    "collector_tstamp": "2026-11-01 10:00:00.000",
+    "dvce_created_tstamp": "2026-11-01 09:59:59.500",
+    "event": "page_view",
+    "v_tracker": "js-4.1.0",
+    "v_collector": "ssc-3.2.0",
+    "v_etl": "enrich-5.1.0",
+    "page_url": "https://shop.example/",
+    "event_fingerprint": "fp-1",
+}
+
+RUN_ID = "2026-11-22-03-00-00"
+ID_A = "a0000000-0000-4000-8000-000000000001"
+ID_B = "b0000000-0000-4000-8000-000000000002"
+ID_C = "c0000000-0000-4000-8000-000000000003"
+
+
+def event(event_id: str = ID_A, **fields: str) -> str:
+    """A 131-field enriched line with `DEFAULTS`, the given id and the given fields."""
+    values = [""] * FIELD_COUNT
+    for name, value in {**DEFAULTS, "event_id": event_id, **fields}.items():
+        values[FIELD_INDEX[name]] = value
+    return "\t".join(values)
+
+
+def fields_of(line: str) -> dict[str, str]:
+    """The named fields of a 131-field line."""
+    values = line.split("\t")
+    assert len(values) == FIELD_COUNT, f"expected {FIELD_COUNT} fields, found {len(values)}"
+    return {name: values[index] for name, index in FIELD_INDEX.items()}
+
+
+OUTPUTS = ("good", "bad", "duplicates", "quarantine")
+
+
+def read_lines(folder: Path) -> list[str]:
+    """Every line of every data file under `folder` (plain or gzip), sorted."""
+    lines: list[str] = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not path.name.startswith((".", "_")):
+            opener = gzip.open if path.suffix == ".gz" else open
+            with opener(path, "rt", encoding="utf-8", newline="\n") as handle:
+                lines.extend(handle.read().splitlines())
+    return sorted(lines)
+
+
+def run_folder_content(run: Path) -> dict[str, list[str]]:
+    return {name: read_lines(run / name) for name in OUTPUTS}
+
+
+CONTEXTS = "iglu:com.snowplowanalytics.snowplow/contexts/jsonschema/1-0-0"
+UNSTRUCT = "iglu:com.snowplowanalytics.snowplow/unstruct_event/jsonschema/1-0-0"
+
+WEB_PAGE = '{"schema":"iglu:org.schema/WebPage/jsonschema/1-0-0","data":{"genre":"blog","keywords":["a","b"],"n":7}}'
+SP_WEB_PAGE = '{"schema":"iglu:com.snowplowanalytics.snowplow/web_page/jsonschema/1-0-0","data":{"id":"p-1"}}'
+LINK_CLICK = '{"schema":"iglu:com.snowplowanalytics.snowplow/link_click/jsonschema/1-0-1","data":{"targetUrl":"https://shop.example/a","elementId":"nav"}}'
+DUPLICATE = f'{{"schema":"iglu:com.snowplowanalytics.snowplow/duplicate/jsonschema/1-0-0","data":{{"originalEventId":"{ID_B}"}}}}'
+UA_PARSER = '{"schema":"iglu:com.snowplowanalytics.snowplow/ua_parser_context/jsonschema/1-0-0","data":{"useragentFamily":"Firefox","useragentMajor":"120"}}'
+
+
+def contexts(*entities: str, envelope: str = CONTEXTS) -> str:
+    return f'{{"schema":"{envelope}","data":[{",".join(entities)}]}}'
+
+
+def unstruct(entity: str, envelope: str = UNSTRUCT) -> str:
+    return f'{{"schema":"{envelope}","data":{entity}}}'
+
+
+def hierarchy(event_id: str, tstamp: str, name: str) -> str:
+    return (
+        f'"hierarchy":{{"rootId":"{event_id}","rootTstamp":"{tstamp}","refRoot":"events",'
+        f'"refTree":["events","{name}"],"refParent":"events"}}'
+    )
+
+
+def atomic(line: str) -> str:
+    """The expected atomic-events line: fields 52, 58 and 122 removed (the spec's indices, not the code's)."""
+    values = line.split("\t")
+    assert len(values) == 131
+    del values[122], values[58], values[52]
+    assert len(values) == 128
+    return "\t".join(values)
+
+
+def shred(tmp_path: Path, lines: list[str], *extra: str) -> Path:
+    source = tmp_path / "in" / "part-0.tsv"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    assert (
+        main(["shred", "--input", str(source.parent), "--output", str(tmp_path / "out"), "--run-id", RUN_ID, *extra])
+        == 0
+    )
+    return tmp_path / "out" / f"run={RUN_ID}"
