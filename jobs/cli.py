@@ -44,7 +44,19 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="job", required=True, metavar="JOB")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    _add_debug_option(parser)
     return parser
+
+
+def _add_debug_option(parser: argparse.ArgumentParser) -> None:
+    """`--debug` on every command and sub-command (wherever it is typed): tracebacks, not one-line errors."""
+    parser.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="print the traceback of an error too"
+    )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _add_debug_option(sub)
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -61,13 +73,34 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one job; 0 when it completed, 2 for a usage or config error, 1 when the job failed."""
+    """Run one job; 0 when it completed, 2 for a usage, config or environment error, 1 when the job failed.
+
+    Every error ends as one line on stderr (`error: …`); `--debug` adds the traceback.
+    """
     args = build_parser().parse_args(argv)
+    debug = getattr(args, "debug", False)
     try:
         return int(args.handler(args))
     except WinnowError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        if debug:
+            traceback.print_exc()
+        print(f"error: {one_line(str(err))}", file=sys.stderr)
+        return int(getattr(err, "exit_code", 2))
+    except Exception as err:  # not ours to explain: say what it was in one line, the traceback with --debug
+        if debug:
+            traceback.print_exc()
+        print(f"error: {args.job} failed: {type(err).__name__}: {first_line(err)}"
+              f"{'' if debug else ' (run with --debug for the traceback)'}", file=sys.stderr)  # fmt: skip
+        return 1
+
+
+def one_line(text: str) -> str:
+    """A message on one line (embedded newlines, e.g. from a JVM error, would break the one-line contract)."""
+    return " ".join(text.split())
+
+
+def first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [""])[0]
 
 
 def run_spark_job(
@@ -96,10 +129,11 @@ def run_spark_job(
         summary = job(spark, config, run_id, progress)
     except WinnowError:
         raise
-    except Exception as err:  # a failed Spark job: keep the detail, end with one clear line
-        traceback.print_exc()
-        first_line = (str(err).strip().splitlines() or [""])[0]
-        print(f"error: {args.job} run {run_id} failed, no _SUCCESS written: {type(err).__name__}: {first_line}",
+    except Exception as err:  # a failed Spark job: one clear line, the detail with --debug
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        print(f"error: {args.job} run {run_id} failed, no _SUCCESS written: {type(err).__name__}: {first_line(err)}"
+              f"{'' if getattr(args, 'debug', False) else ' (run with --debug for the traceback)'}",
               file=sys.stderr)  # fmt: skip
         return 1
     print(render(summary))

@@ -72,6 +72,15 @@ class ManifestConfig:
 
 
 @dataclass(frozen=True)
+class InputConfig:
+    """How input files are read."""
+
+    skip_unreadable: bool = False
+    """Skip input files that do not read whole (corrupt gzip, unreadable) and list them in summary.json; by
+    default such a file stops the run before it writes anything."""
+
+
+@dataclass(frozen=True)
 class OutputConfig:
     """How output files are written."""
 
@@ -99,6 +108,7 @@ class JobConfig:
     """All settings of the jobs."""
 
     dedup: DedupConfig = field(default_factory=DedupConfig)
+    input: InputConfig = field(default_factory=InputConfig)
     manifest: ManifestConfig = field(default_factory=ManifestConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
@@ -119,10 +129,14 @@ def load_config(path: str | Path | None) -> JobConfig:
         raise InvalidConfigError(f"config file {source} does not exist") from None
     except json.JSONDecodeError as err:
         raise InvalidConfigError(f"config file {source} is not valid JSON: {err}") from None
+    except RecursionError:
+        raise InvalidConfigError(f"config file {source} nests too deeply to be a job config") from None
     try:
         return config_from_dict(JobConfig, data)
     except InvalidConfigError as err:
         raise InvalidConfigError(f"{source}: {err}") from None
+    except RecursionError:
+        raise InvalidConfigError(f"config file {source} nests too deeply to be a job config") from None
 
 
 def _read_text(source: str) -> str:

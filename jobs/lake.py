@@ -8,20 +8,55 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.errors import InputNotFoundError
+from jobs.errors import InputNotFoundError, InvalidArgumentError, WinnowError
 
 SUCCESS_MARKER = "_SUCCESS"
+SUMMARY = "summary.json"
+STAGING = "_staging"
+# Beside the run folders, so clearing a run folder never touches its lease.
+LEASES = "_leases"
 
 
 def absolute(path: str) -> str:
     """A local path made absolute (messages and summaries then say where things are); URIs unchanged."""
     return path if urlparse(path).scheme not in ("", "file") else os.path.abspath(path.removeprefix("file:"))
+
+
+def _normalized(path: str) -> str:
+    """A path for comparison: local paths absolute without `file:`, `s3a:`/`s3n:` as `s3:`, no trailing `/`."""
+    parsed = urlparse(path)
+    if parsed.scheme in ("", "file"):
+        return os.path.normpath(absolute(path))
+    scheme = "s3" if parsed.scheme in ("s3a", "s3n") else parsed.scheme
+    return f"{scheme}://{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/")
+
+
+def overlapping(first: str, second: str) -> bool:
+    """True when the two paths are the same, or one is inside the other."""
+    a, b = _normalized(first), _normalized(second)
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
+def check_apart(option: str, path: str, others: dict[str, str]) -> None:
+    """Refuse a path to write that is, holds, or lies inside a path the command reads or keeps.
+
+    Raises:
+        InvalidArgumentError: `path` overlaps one of `others` (option name -> path).
+    """
+    for other_option, other in others.items():
+        if overlapping(path, other):
+            raise InvalidArgumentError(
+                f"{option}: given {path}, which is, holds or lies inside {other_option} {other}; "
+                f"allowed: a folder apart from {other_option} (neither inside the other)"
+            )
 
 
 class FileSystem:
@@ -61,6 +96,19 @@ class FileSystem:
         if not fs.rename(hsource, htarget):
             raise OSError(f"could not rename {source} to {target}")
 
+    def read_text(self, path: str) -> str:
+        fs, hpath = self._resolve(path)
+        stream = fs.open(hpath)
+        try:
+            data: bytes = stream.readAllBytes()
+        finally:
+            stream.close()
+        return data.decode("utf-8")
+
+    def size(self, path: str) -> int:
+        fs, hpath = self._resolve(path)
+        return int(fs.getFileStatus(hpath).getLen())
+
     def write_bytes(self, path: str, data: bytes) -> None:
         fs, hpath = self._resolve(path)
         stream = fs.create(hpath, True)
@@ -68,6 +116,12 @@ class FileSystem:
             stream.write(bytearray(data))
         finally:
             stream.close()
+
+
+def require_input(spark: SparkSession, path: str) -> None:
+    """Raises: InputNotFoundError: the path does not exist."""
+    if not FileSystem(spark).exists(path):
+        raise InputNotFoundError(f"--input: {path} does not exist")
 
 
 def read_lines(spark: SparkSession, path: str) -> DataFrame:
@@ -78,22 +132,161 @@ def read_lines(spark: SparkSession, path: str) -> DataFrame:
     Raises:
         InputNotFoundError: the path does not exist.
     """
-    if not FileSystem(spark).exists(path):
-        raise InputNotFoundError(f"--input: {path} does not exist")
+    require_input(spark, path)
     return spark.read.option("recursiveFileLookup", "true").text(path)
 
 
-class RunFolder:
-    """`OUT/run=ID/`: cleared when a run starts, filled output by output, sealed with `_SUCCESS` last."""
+class UnreadableInputError(WinnowError):
+    """Input files that cannot be read whole (corrupt gzip, unreadable, gone): the run stops before writing."""
 
-    def __init__(self, spark: SparkSession, output: str, run_id: str) -> None:
-        self.path = f"{output.rstrip('/')}/run={run_id}"
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class UnreadableFile:
+    path: str
+    size: int | None
+    error: str
+
+    def describe(self) -> str:
+        size = "size unknown" if self.size is None else f"{self.size:,} bytes"
+        return f"{self.path} ({size}): {self.error}"
+
+
+@dataclass(frozen=True)
+class Input:
+    """The input of a run: every file under `path` that reads whole, and those skipped as unreadable."""
+
+    path: str
+    files: tuple[str, ...]
+    unreadable: tuple[UnreadableFile, ...] = ()
+
+    def lines(self, spark: SparkSession) -> DataFrame:
+        """The lines of the readable files (column `value`)."""
+        if not self.unreadable:
+            return read_lines(spark, self.path)
+        return spark.read.text(list(self.files))
+
+    def summary(self) -> dict[str, Any]:
+        """For `summary.json`: how many files were read, and each file skipped with its size and error."""
+        return {"files": len(self.files), "unreadable": [asdict(skipped) for skipped in self.unreadable]}
+
+
+def open_input(spark: SparkSession, path: str, skip_unreadable: bool) -> Input:
+    """List the input files and read each one whole once (a line count), before the run writes anything.
+
+    A truncated gzip or an unreadable file would otherwise fail the run halfway, after the manifest was
+    written; here it stops the run (or, with `skip_unreadable`, is left out and listed) before any write.
+
+    Raises:
+        InputNotFoundError: the path does not exist or holds no input files.
+        UnreadableInputError: files that do not read whole, each named (unless `skip_unreadable`).
+    """
+    lines = read_lines(spark, path)
+    files = tuple(sorted(lines.inputFiles()))
+    if not files:
+        raise InputNotFoundError(
+            f"--input: {path} holds no input files (names starting with _ or . are skipped); nothing to do"
+        )
+    try:
+        lines.count()  # reads every file whole: a truncated gzip fails here
+    except Exception:
+        unreadable = _unreadable_files(spark, files)
+        if not unreadable:
+            raise  # no file fails on its own: not an input problem
+    else:
+        return Input(path, files)
+    if not skip_unreadable:
+        raise UnreadableInputError(
+            f"--input: {len(unreadable)} of {len(files)} file(s) cannot be read, nothing was written: "
+            + "; ".join(file.describe() for file in unreadable)
+            + ". Replace or remove them, or set input.skip_unreadable: true to skip them (listed in summary.json)"
+        )
+    skipped = {file.path for file in unreadable}
+    return Input(path, tuple(name for name in files if name not in skipped), tuple(unreadable))
+
+
+def _unreadable_files(spark: SparkSession, files: Sequence[str]) -> list[UnreadableFile]:
+    """Each file read alone: the ones that fail, with their size and the root cause (only after a failed read)."""
+    fs = FileSystem(spark)
+    failed = []
+    for name in files:
+        try:
+            spark.read.text(name).count()
+        except Exception as err:
+            try:
+                size: int | None = fs.size(name)
+            except Exception:
+                size = None  # gone since it was listed
+            failed.append(UnreadableFile(name, size, root_cause(err)))
+    return failed
+
+
+def root_cause(err: BaseException) -> str:
+    """`Class: message` of the innermost cause of a JVM error (e.g. `java.io.EOFException: Unexpected end of
+    input stream`), or of the Python error itself."""
+    cause = getattr(err, "java_exception", None)
+    if cause is None:
+        return f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+    while cause.getCause() is not None:
+        cause = cause.getCause()
+    return f"{cause.getClass().getName()}: {cause.getMessage()}"
+
+
+class RunFolder:
+    """`OUT/run=ID/`: one writer at a time (a lease), checked before it is replaced, sealed with `_SUCCESS` last.
+
+    Use `with folder.writing():` around the whole run: it takes the lease `OUT/_leases/run=ID.json` (or fails
+    fast naming the holder), checks that what is already in the folder is an earlier attempt of the same job
+    (nothing else is ever replaced), and releases the lease when the run ends, completed or failed. Inside,
+    `clear()` removes the earlier attempt (`_SUCCESS` first, so a reader never sees `_SUCCESS` without the rest).
+    """
+
+    def __init__(self, spark: SparkSession, output: str, run_id: str, job: str, entries: Sequence[str]) -> None:
+        """`entries`: the names a run of `job` writes directly in its folder (besides `_SUCCESS`, `_staging`)."""
+        from jobs.lease import Lease  # jobs.lease builds on this module
+
+        output = output.rstrip("/")
+        self.path = f"{output}/run={run_id}"
+        self.job = job
+        self.entries = frozenset([*entries, SUMMARY, SUCCESS_MARKER, STAGING])
         self._fs = FileSystem(spark)
+        self.lease = Lease(spark, f"{output}/{LEASES}/run={run_id}.json", self.path, job, run_id)
         # Only the run folder gets a _SUCCESS marker, not each output inside it.
         spark.sparkContext._jsc.hadoopConfiguration().set("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
 
+    @contextmanager
+    def writing(self) -> Iterator[RunFolder]:
+        """Hold the lease while the run writes; the folder is checked first (the run calls `clear` when it is
+        ready to write, so a run that stops on bad input leaves an earlier complete attempt in place).
+
+        Raises:
+            LeaseHeldError: another writer holds the lease (nothing is touched).
+            InvalidArgumentError: the folder holds something a run of this job does not write.
+        """
+        with self.lease:
+            self._check_replaceable()
+            yield self
+
+    def _check_replaceable(self) -> None:
+        names = [name for name in self._fs.children(self.path) if not name.startswith(".")]  # `.crc` checksums
+        if SUMMARY in names:
+            job = json.loads(self._fs.read_text(f"{self.path}/{SUMMARY}") or "{}").get("job")
+            if job != self.job:
+                raise InvalidArgumentError(
+                    f"--output: {self.path} holds a {job} run, not a {self.job} run; it is not replaced. "
+                    "Choose another --output"
+                )
+        foreign = [name for name in names if name not in self.entries]
+        if foreign:
+            raise InvalidArgumentError(
+                f"--output: {self.path} holds {', '.join(foreign[:5])}, which a {self.job} run does not write; "
+                f"it is not replaced. Allowed: a folder of earlier {self.job} attempts only; choose another --output"
+            )
+
     def clear(self) -> None:
-        """Remove what an earlier attempt of this run wrote: a rerun replaces the run's folder."""
+        """Remove what an earlier attempt of this run wrote: `_SUCCESS` first, so no reader takes the rest as whole."""
+        self._fs.delete(f"{self.path}/{SUCCESS_MARKER}")
         self._fs.delete(self.path)
 
     def write_text(self, name: str, lines: DataFrame, compression: str) -> str:
@@ -106,7 +299,7 @@ class RunFolder:
     @property
     def staging(self) -> str:
         """Where a job writes partitioned output before `move_staged` puts each partition in its place."""
-        return f"{self.path}/_staging"
+        return f"{self.path}/{STAGING}"
 
     def write_text_split(self, lines: DataFrame, folders: Sequence[str], compression: str, folder_column: str) -> None:
         """Write a (`folder_column`, text) DataFrame in one pass, each line under the run-folder path it names.

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from jobs.errors import InvalidArgumentError
 
 RUN_ID_FORMAT = "%Y-%m-%d-%H-%M-%S"
-_RUN_ID_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2}")
+# ASCII digits only: `\d` would take other scripts' digits, and strptime would read them as the ASCII run's time.
+_RUN_ID_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{2}")
 
 
 def new_run_id(now: datetime | None = None) -> str:

@@ -9,6 +9,7 @@ from jobs.cli import add_run_options, run_spark_job
 from jobs.commands.dedup import add_dedup_options, with_dedup_options
 from jobs.commands.shred import add_format_option
 from jobs.config import JobConfig
+from jobs.lake import absolute, check_apart
 
 DEDUPLICATED, SHREDDED = "deduplicated", "shredded"
 
@@ -37,6 +38,7 @@ def handle(args: argparse.Namespace) -> int:
 
     def pipeline(spark: Any, config: JobConfig, run_id: str, progress: Any) -> dict[str, Any]:
         output = args.output.rstrip("/")
+        check_apart("--output", absolute(output), {"--input": absolute(args.input)})
         deduplicated = dedup_job.run(
             spark, config, args.input, f"{output}/{DEDUPLICATED}", run_id, progress, create_manifest=args.create
         )

@@ -27,7 +27,7 @@ from jobs.dedup.inbatch import (
     decide_lines,
     with_row_ids,
 )  # fmt: skip
-from jobs.lake import RunFolder, absolute, read_lines
+from jobs.lake import Input, RunFolder, absolute, check_apart, open_input, require_input
 from jobs.manifest import Manifest, ManifestStats, open_manifest
 from jobs.runs import run_timestamp
 
@@ -110,10 +110,41 @@ def run(
     started_at, started = datetime.now(UTC), time.monotonic()
     run_time = run_timestamp(run_id)
     input_path, output_path = absolute(input_path), absolute(output_path)
-    strategy = config.dedup.synthetic
+    require_input(spark, input_path)
+    check_apart("--output", output_path, {"--input": input_path})
     manifest = manifest_for(config, create_manifest)  # before any work: a wrong table stops the run here
-    lines = read_lines(spark, input_path)
+    folder = RunFolder(spark, output_path, run_id, "dedup", sorted(set(OUTPUT_FOLDERS.values())))
+    with folder.writing():
+        progress(f"reading every input file under {input_path} once")
+        source = open_input(spark, input_path, config.input.skip_unreadable)
+        summary = _deduplicate(spark, config, source, folder, run_time, manifest, progress)
+        summary.update(
+            job="dedup",
+            version=__version__,
+            run_id=run_id,
+            input=input_path,
+            input_files=source.summary(),
+            output=folder.path,
+            started_at=started_at.isoformat(timespec="seconds"),
+            wall_time_seconds=round(time.monotonic() - started, 3),
+        )
+        folder.write_json("summary.json", summary)
+        folder.seal()
+    return summary
 
+
+def _deduplicate(
+    spark: SparkSession,
+    config: JobConfig,
+    source: Input,
+    folder: RunFolder,
+    run_time: datetime,
+    manifest: Manifest | None,
+    progress: Progress,
+) -> dict[str, Any]:
+    """Decide and write every line into the run folder; the counts and manifest parts of the summary."""
+    strategy = config.dedup.synthetic
+    lines = source.lines(spark)
     cached: list[DataFrame] = []
     stats: Any = None
 
@@ -131,9 +162,8 @@ def run(
         decided = classify(
             lines, strategy, run_time, config.dedup.fingerprint_fields, cross_batch if manifest else None
         )
-        folder = RunFolder(spark, output_path, run_id)
         folder.clear()
-        progress(f"reading, deduplicating and writing {input_path}")
+        progress(f"reading, deduplicating and writing {source.path}")
         observed, observation = counted(decided)
         written = observed.select(output_folder().alias("folder"), "text")
         folder.write_text_split(written, sorted(set(OUTPUT_FOLDERS.values())), config.output.compression, "folder")
@@ -144,18 +174,9 @@ def run(
             frame.unpersist()
 
     summary = build_summary(counts, strategy)
-    summary.update(
-        job="dedup",
-        version=__version__,
-        run_id=run_id,
-        input=input_path,
-        output=folder.path,
-        manifest=_manifest_summary(manifest, stats.value if stats is not None else None, summary["counts"]["input"]),
-        started_at=started_at.isoformat(timespec="seconds"),
-        wall_time_seconds=round(time.monotonic() - started, 3),
+    summary["manifest"] = _manifest_summary(
+        manifest, stats.value if stats is not None else None, summary["counts"]["input"]
     )
-    folder.write_json("summary.json", summary)
-    folder.seal()
     return summary
 
 

@@ -10,6 +10,7 @@ With `--format widerow` (`widerow-parquet`): `widerow/` (JSON lines or Parquet) 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ from jobs import __version__
 from jobs.config import JobConfig
 from jobs.enriched.parse import bad_row_json, field, parse_events
 from jobs.errors import InvalidArgumentError
-from jobs.lake import RunFolder, absolute, read_lines
+from jobs.lake import SUCCESS_MARKER, SUMMARY, FileSystem, RunFolder, absolute, check_apart, open_input, require_input
 from jobs.runs import run_timestamp
 from jobs.shred.entities import (
     JSON_FIELDS,
@@ -37,6 +38,7 @@ from jobs.shred.entities import (
     shredded_line,
     typed_entities,
 )  # fmt: skip
+from jobs.shred.widerow import WIDEROW_FOLDER
 from jobs.summary import table
 
 ShredFormat = Literal["shred", "widerow", "widerow-parquet"]
@@ -123,36 +125,67 @@ def run(
         raise InvalidArgumentError(f"--format: given {output_format!r}; allowed: {', '.join(SHRED_FORMATS)}")
     started_at, started = datetime.now(UTC), time.monotonic()
     run_time = run_timestamp(run_id)
-    input_path, output_path = absolute(input_path), absolute(output_path)
-    lines = read_lines(spark, input_path)
-    parsed = parse_events(lines, config.dedup.fingerprint_fields).select(
-        "line", "errors", "event_id", "collector_tstamp"
-    )
-    folder = RunFolder(spark, output_path, run_id)
-    folder.clear()
-    progress(f"reading and shredding {input_path}")
-    if output_format == "shred":
-        counts, types = _write_shredded(folder, shred_events(parsed), run_time, config.output.compression)
-    else:
-        counts, types = _write_wide_rows(folder, shred_events(parsed), run_time, config, output_format, progress)
+    input_path, output_path = shred_input(spark, absolute(input_path)), absolute(output_path)
+    require_input(spark, input_path)
+    check_apart("--output", output_path, {"--input": input_path})
+    folder = RunFolder(spark, output_path, run_id, "shred", [ATOMIC_EVENTS, SHREDDED_TYPES, WIDEROW_FOLDER, "bad"])
+    with folder.writing():
+        progress(f"reading every input file under {input_path} once")
+        source = open_input(spark, input_path, config.input.skip_unreadable)
+        parsed = parse_events(source.lines(spark), config.dedup.fingerprint_fields).select(
+            "line", "errors", "event_id", "collector_tstamp"
+        )
+        folder.clear()
+        progress(f"reading and shredding {input_path}")
+        if output_format == "shred":
+            counts, types = _write_shredded(folder, shred_events(parsed), run_time, config.output.compression)
+        else:
+            counts, types = _write_wide_rows(folder, shred_events(parsed), run_time, config, output_format, progress)
 
-    good_count, bad_count = counts.get(True, 0), counts.get(False, 0)
-    summary: dict[str, Any] = {
-        "counts": {"input": good_count + bad_count, "good": good_count, "bad": bad_count},
-        "entities": sum(types.values()),
-        "shredded_types": dict(sorted(types.items())),
-        "job": "shred",
-        "version": __version__,
-        "run_id": run_id,
-        "format": output_format,
-        "input": input_path,
-        "output": folder.path,
-        "started_at": started_at.isoformat(timespec="seconds"),
-        "wall_time_seconds": round(time.monotonic() - started, 3),
-    }
-    folder.write_json("summary.json", summary)
-    folder.seal()
+        good_count, bad_count = counts.get(True, 0), counts.get(False, 0)
+        summary: dict[str, Any] = {
+            "counts": {"input": good_count + bad_count, "good": good_count, "bad": bad_count},
+            "entities": sum(types.values()),
+            "shredded_types": dict(sorted(types.items())),
+            "job": "shred",
+            "version": __version__,
+            "run_id": run_id,
+            "format": output_format,
+            "input": input_path,
+            "input_files": source.summary(),
+            "output": folder.path,
+            "started_at": started_at.isoformat(timespec="seconds"),
+            "wall_time_seconds": round(time.monotonic() - started, 3),
+        }
+        folder.write_json("summary.json", summary)
+        folder.seal()
     return summary
+
+
+def shred_input(spark: SparkSession, path: str) -> str:
+    """What shred reads for `--input`: a dedup run folder means its `good/` (its other outputs are not events).
+
+    Raises:
+        InvalidArgumentError: an incomplete dedup run folder (no `_SUCCESS`), or a folder of run folders.
+    """
+    fs = FileSystem(spark)
+    if fs.exists(f"{path}/{SUMMARY}"):
+        job = json.loads(fs.read_text(f"{path}/{SUMMARY}")).get("job")
+        if job != "dedup":
+            raise InvalidArgumentError(f"--input: {path} is a {job} run folder; allowed: enriched TSV or a dedup run")
+        if not fs.exists(f"{path}/{SUCCESS_MARKER}"):
+            raise InvalidArgumentError(
+                f"--input: {path} is a dedup run without {SUCCESS_MARKER} (incomplete or being written); "
+                "allowed: a complete dedup run: rerun it first"
+            )
+        return f"{path}/good"
+    runs = [name for name in fs.children(path) if name.startswith("run=")]
+    if runs:
+        raise InvalidArgumentError(
+            f"--input: {path} holds run folders ({', '.join(runs[:3])}{', …' if len(runs) > 3 else ''}), whose "
+            "duplicates/ and bad/ are not events; allowed: one run folder, or its good/"
+        )
+    return path
 
 
 def _write_shredded(

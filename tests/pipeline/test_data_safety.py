@@ -1,0 +1,311 @@
+"""Data safety through the command line: one writer per run folder, folders checked before they are replaced,
+unreadable and empty input, inputs and outputs kept apart, one-line errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.cli import main
+from jobs.lake import FileSystem
+from jobs.lease import BARRIER_VARIABLE, create_if_absent
+from tests.pipeline.helpers import ID_A, ID_B, ID_C, RUN_ID, event, read_lines, run_folder_content
+
+ROOT = Path(__file__).resolve().parents[2]
+LINES = [event(ID_A), event(ID_A), event(ID_B, event_fingerprint="fp-2"), event(ID_C), "not an event"]
+
+
+def write_input(folder: Path, lines: list[str] = LINES, name: str = "part-0.tsv") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return folder
+
+
+def last_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert lines, "nothing on stderr"
+    return lines[-1]
+
+
+def jobs_process(*argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "jobs", *argv], cwd=ROOT, env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def wait_for(path: Path, process: subprocess.Popen[str], seconds: float = 180) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if process.poll() is not None:
+            raise AssertionError(f"the first writer ended early: {process.communicate()}")
+        assert time.monotonic() < deadline, f"{path} did not appear within {seconds} s"
+        time.sleep(0.1)
+
+
+# 1. Two writers of one run folder.
+
+
+def test_a_second_writer_of_a_run_folder_fails_fast_naming_the_first(tmp_path: Path) -> None:
+    source, output, barrier = write_input(tmp_path / "in"), tmp_path / "out", tmp_path / "barrier"
+    barrier.mkdir()
+    argv = ("dedup", "--input", str(source), "--output", str(output), "--run-id", RUN_ID)
+    first = jobs_process(*argv, env={BARRIER_VARIABLE: str(barrier)})
+    try:
+        wait_for(barrier / "held", first)  # the first writer holds the lease and waits
+        second = subprocess.run([sys.executable, "-m", "jobs", *argv], cwd=ROOT, capture_output=True, text=True,
+                                timeout=300)  # fmt: skip
+        (barrier / "go").touch()
+        _, err = first.communicate(timeout=300)
+    finally:
+        first.kill()
+    assert second.returncode == 1
+    line = last_error_line(second.stderr)
+    assert line.startswith(f"error: {output}/run={RUN_ID} is being written by dedup run {RUN_ID} (host ")
+    assert f"pid {first.pid}," in line and "nothing was written" in line
+    assert first.returncode == 0, err
+    good = read_lines(output / f"run={RUN_ID}" / "good")
+    assert good == sorted([event(ID_A), event(ID_B, event_fingerprint="fp-2"), event(ID_C)])  # each line once
+    assert not (output / "_leases" / f"run={RUN_ID}.json").exists()  # released
+
+
+def test_a_stale_lease_stops_the_run_until_it_is_removed(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, output = write_input(tmp_path / "in"), tmp_path / "out"
+    lease = output / "_leases" / f"run={RUN_ID}.json"
+    holder = {"job": "dedup", "run_id": RUN_ID, "host": "worker-7", "pid": 4242, "started_at": "2026-11-22T03:00:01+00:00",
+              "token": "killed"}  # fmt: skip
+    assert create_if_absent(spark, str(lease), json.dumps(holder).encode())
+    argv = ["dedup", "--input", str(source), "--output", str(output), "--run-id", RUN_ID]
+    assert main(argv) == 1
+    assert last_error_line(capsys.readouterr().err) == (
+        f"error: {output}/run={RUN_ID} is being written by dedup run {RUN_ID} (host worker-7, pid 4242, since "
+        f"2026-11-22T03:00:01+00:00); nothing was written. If that run is no longer running (killed or crashed), "
+        f"remove its lease {lease} and run again"
+    )
+    assert not (output / f"run={RUN_ID}").exists()
+    lease.unlink()  # the documented way out
+    assert main(argv) == 0
+    assert (output / f"run={RUN_ID}" / "_SUCCESS").exists() and not lease.exists()
+
+
+def test_create_if_absent_is_exclusive_on_local_paths(spark: SparkSession, tmp_path: Path) -> None:
+    path = tmp_path / "a" / "lease.json"
+    assert create_if_absent(spark, str(path), b"first")
+    assert not create_if_absent(spark, str(path), b"second")
+    assert path.read_bytes() == b"first"
+
+
+def test_create_if_absent_uses_s3_conditional_writes(spark: SparkSession) -> None:
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        boto3.client("s3").create_bucket(
+            Bucket="out-bucket", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
+        )
+        path = "s3://out-bucket/deduplicated/_leases/run=1.json"
+        assert create_if_absent(spark, path, b"first")
+        assert not create_if_absent(spark, path, b"second")
+        body = boto3.client("s3").get_object(Bucket="out-bucket", Key="deduplicated/_leases/run=1.json")["Body"]
+        assert body.read() == b"first"
+
+
+# 3 (runs) and 7: outputs never inside inputs, inputs never inside outputs; nothing foreign is replaced.
+
+
+@pytest.mark.parametrize("job", ["dedup", "shred", "run"])
+@pytest.mark.parametrize(("input_name", "output_name"), [("in", "in"), ("in", "in/out"), ("out/in", "out")])
+def test_output_and_input_must_be_apart(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str, input_name: str, output_name: str
+) -> None:
+    source = write_input(tmp_path / input_name)
+    before = sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*"))
+    assert main([job, "--input", str(source), "--output", str(tmp_path / output_name), "--run-id", RUN_ID]) == 2
+    line = last_error_line(capsys.readouterr().err)
+    assert line.startswith(f"error: --output: given {tmp_path / output_name}") and f"--input {source}" in line
+    assert sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*")) == before
+
+
+def test_a_run_folder_holding_anything_else_is_not_replaced(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, output = write_input(tmp_path / "in"), tmp_path / "out"
+    precious = output / f"run={RUN_ID}" / "warehouse.parquet"
+    precious.parent.mkdir(parents=True)
+    precious.write_text("keep me")
+    assert main(["dedup", "--input", str(source), "--output", str(output), "--run-id", RUN_ID]) == 2
+    assert "holds warehouse.parquet, which a dedup run does not write; it is not replaced" in capsys.readouterr().err
+    assert precious.read_text() == "keep me"
+    # A shred run folder is not replaced by a dedup run either.
+    precious.unlink()
+    assert main(["shred", "--input", str(source), "--output", str(output), "--run-id", RUN_ID]) == 0
+    assert main(["dedup", "--input", str(source), "--output", str(output), "--run-id", RUN_ID]) == 2
+    assert "holds a shred run, not a dedup run" in capsys.readouterr().err
+    assert (output / f"run={RUN_ID}" / "atomic-events").is_dir()
+
+
+# 5. Unreadable input files.
+
+
+def gzip_input(folder: Path) -> tuple[Path, Path]:
+    """Two gzip files of distinct events: one whole, one truncated halfway."""
+    folder.mkdir(parents=True)
+    good = [event(f"d0000000-0000-4000-8000-{i:012d}") for i in range(50)]
+    many = [event(f"e0000000-0000-4000-8000-{i:012d}") for i in range(3000)]
+    (folder / "whole.tsv.gz").write_bytes(gzip.compress("".join(line + "\n" for line in good).encode()))
+    data = gzip.compress("".join(line + "\n" for line in many).encode())
+    truncated = folder / "truncated.tsv.gz"
+    truncated.write_bytes(data[: len(data) // 2])
+    return folder / "whole.tsv.gz", truncated
+
+
+@pytest.mark.parametrize("job", ["dedup", "shred"])
+def test_a_truncated_gzip_stops_the_run_before_it_writes_naming_the_file(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str
+) -> None:
+    _, truncated = gzip_input(tmp_path / "in")
+    output = tmp_path / "out"
+    argv = [job, "--input", str(tmp_path / "in"), "--output", str(output), "--run-id", RUN_ID]
+    write_input(tmp_path / "earlier")  # an earlier complete attempt of the run stays in place
+    assert main([job, "--input", str(tmp_path / "earlier"), "--output", str(output), "--run-id", RUN_ID]) == 0
+    earlier = sorted(str(path.relative_to(output)) for path in output.rglob("*"))
+    capsys.readouterr()
+
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == err.strip().count("\n") + 1 and "Traceback" not in err
+    line = last_error_line(err)
+    size = truncated.stat().st_size
+    assert line == (
+        f"error: --input: 1 of 2 file(s) cannot be read, nothing was written: file://{truncated} ({size:,} bytes): "
+        "java.io.EOFException: Unexpected end of input stream. Replace or remove them, or set "
+        "input.skip_unreadable: true to skip them (listed in summary.json)"
+    )
+    assert sorted(str(path.relative_to(output)) for path in output.rglob("*")) == earlier
+
+
+@pytest.mark.parametrize("job", ["dedup", "shred"])
+def test_skip_unreadable_skips_and_lists_each_file(spark: SparkSession, tmp_path: Path, job: str) -> None:
+    whole, truncated = gzip_input(tmp_path / "in")
+    config = tmp_path / "config.json"
+    config.write_text('{"input": {"skip_unreadable": true}}')
+    output = tmp_path / "out"
+    argv = [job, "--input", str(tmp_path / "in"), "--output", str(output), "--run-id", RUN_ID, "--config", str(config)]
+    assert main(argv) == 0
+    run = output / f"run={RUN_ID}"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["input_files"] == {
+        "files": 1,
+        "unreadable": [{"path": f"file://{truncated}", "size": truncated.stat().st_size,
+                        "error": "java.io.EOFException: Unexpected end of input stream"}],
+    }  # fmt: skip
+    assert summary["counts"]["input"] == 50
+    with gzip.open(whole, "rt") as handle:
+        lines = sorted(handle.read().splitlines())
+    if job == "dedup":
+        assert read_lines(run / "good") == lines
+    assert not (run / "_staging").exists()
+
+
+# 6. A rerun removes _SUCCESS first.
+
+
+def test_a_rerun_removes_success_before_anything_else(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, output = write_input(tmp_path / "in"), tmp_path / "out"
+    argv = ["dedup", "--input", str(source), "--output", str(output), "--run-id", RUN_ID]
+    assert main(argv) == 0
+    first = run_folder_content(output / f"run={RUN_ID}")
+    deleted: list[str] = []
+    delete = FileSystem.delete
+
+    def recording_delete(self: FileSystem, path: str) -> None:
+        deleted.append(path)
+        delete(self, path)
+
+    monkeypatch.setattr(FileSystem, "delete", recording_delete)
+    assert main(argv) == 0
+    run = f"{output}/run={RUN_ID}"
+    assert deleted[:2] == [f"{run}/_SUCCESS", run]
+    assert run_folder_content(output / f"run={RUN_ID}") == first
+
+
+# 8. shred given a dedup run folder.
+
+
+def test_shred_of_a_dedup_run_folder_reads_its_good_only(spark: SparkSession, tmp_path: Path) -> None:
+    source, deduplicated = write_input(tmp_path / "in"), tmp_path / "dedup"
+    assert main(["dedup", "--input", str(source), "--output", str(deduplicated), "--run-id", RUN_ID]) == 0
+    run = deduplicated / f"run={RUN_ID}"
+    assert read_lines(run / "duplicates") and read_lines(run / "bad")  # there is something not to shred
+    assert main(["shred", "--input", str(run), "--output", str(tmp_path / "a"), "--run-id", RUN_ID]) == 0
+    assert main(["shred", "--input", str(run / "good"), "--output", str(tmp_path / "b"), "--run-id", RUN_ID]) == 0
+    a, b = tmp_path / "a" / f"run={RUN_ID}", tmp_path / "b" / f"run={RUN_ID}"
+    assert json.loads((a / "summary.json").read_text())["counts"] == {"input": 3, "good": 3, "bad": 0}
+    for name in ("atomic-events", "shredded-types", "bad"):
+        assert read_lines(a / name) == read_lines(b / name)
+
+
+def test_shred_refuses_an_incomplete_dedup_run_and_a_folder_of_runs(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, deduplicated = write_input(tmp_path / "in"), tmp_path / "dedup"
+    assert main(["dedup", "--input", str(source), "--output", str(deduplicated), "--run-id", RUN_ID]) == 0
+    shred = ["shred", "--output", str(tmp_path / "s"), "--run-id", RUN_ID, "--input"]
+    assert main([*shred, str(deduplicated)]) == 2
+    assert f"error: --input: {deduplicated} holds run folders (run={RUN_ID})" in capsys.readouterr().err
+    (deduplicated / f"run={RUN_ID}" / "_SUCCESS").unlink()
+    assert main([*shred, str(deduplicated / f"run={RUN_ID}")]) == 2
+    assert "is a dedup run without _SUCCESS (incomplete or being written)" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+
+
+# 9. Empty input.
+
+
+@pytest.mark.parametrize("job", ["dedup", "shred", "run"])
+def test_an_input_without_files_is_a_usage_error(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str
+) -> None:
+    (tmp_path / "in" / "_hidden").mkdir(parents=True)
+    (tmp_path / "in" / "_SUCCESS").touch()
+    assert main([job, "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--run-id", RUN_ID]) == 2
+    assert last_error_line(capsys.readouterr().err) == (
+        f"error: --input: {tmp_path / 'in'} holds no input files (names starting with _ or . are skipped); "
+        "nothing to do"
+    )
+    assert not list((tmp_path / "out").rglob("run=*"))
+
+
+# 13 and 15, and --debug: usage and config errors are one line, exit 2.
+
+
+def test_run_ids_take_ascii_digits_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_id = "\uff12026-11-22-04-00-00"  # a fullwidth 2
+    assert main(["dedup", "--input", str(tmp_path), "--output", str(tmp_path / "o"), "--run-id", run_id]) == 2
+    assert last_error_line(capsys.readouterr().err) == (
+        f"error: --run-id: given {run_id!r}; allowed: YYYY-MM-DD-HH-MM-SS, e.g. 2026-11-22-03-00-00"
+    )
+
+
+def test_a_deeply_nested_config_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "deep.json"
+    config.write_text("[" * 100_000 + "]" * 100_000)
+    argv = ["dedup", "--input", str(tmp_path), "--output", str(tmp_path / "o"), "--config", str(config)]
+    result = subprocess.run([sys.executable, "-m", "jobs", *argv], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr == f"error: config file {config} nests too deeply to be a job config\n"
+    debug = subprocess.run([sys.executable, "-m", "jobs", *argv, "--debug"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=60)  # fmt: skip
+    assert debug.returncode == 2 and debug.stderr.startswith("Traceback") and debug.stderr.endswith(result.stderr)
