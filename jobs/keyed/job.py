@@ -96,11 +96,22 @@ def settings_from(options: KeyedOptions) -> StateSettings:
 def run(
     spark: SparkSession, options: KeyedOptions, run_id: str, progress: Progress = lambda message: None
 ) -> dict[str, Any]:
-    """Run the keyed deduper and return its summary (also written as `summary.json`)."""
+    """Run the keyed deduper and return its summary (also written as `summary.json`).
+
+    The run folder's lease is held throughout (one writer per run folder: a second one fails fast).
+    """
+    folder = RunFolder(spark, absolute(options.output), run_id, "keyed", (UNIQUE, DUPLICATE, EXPIRED, ERROR))
+    with folder.writing():
+        return _run(spark, options, run_id, progress, folder)
+
+
+def _run(
+    spark: SparkSession, options: KeyedOptions, run_id: str, progress: Progress, folder: RunFolder
+) -> dict[str, Any]:
     started_at, started = datetime.now(UTC), time.monotonic()
     fmt: Format = check_format(options.format)
     given = settings_from(options)
-    input_path, output_path, state_uri = absolute(options.input), absolute(options.output), absolute(options.state)
+    input_path, state_uri = absolute(options.input), absolute(options.state)
 
     store = BucketStore(spark, state_uri)
     parent = store.parent(run_id)
@@ -124,7 +135,6 @@ def run(
             .collect()
         )
         check_ranked(sum(row["unranked"] for row in groups), input_path)
-        folder = RunFolder(spark, output_path, run_id)
         folder.clear()
         progress("writing unique/, duplicate/, expired/")
         write_records(decided.where(F.col(OUTCOME) != ERROR), folder.staging, fmt, partition_by=OUTCOME)
