@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.enriched.parse import parse_events
-from jobs.lake import FileSystem, absolute, read_lines
+from jobs.lake import FileSystem, absolute, check_apart, read_lines
 
 TABLE_NAME = "events_per_event_id.tsv"
 CHART_NAME = "events_per_event_id.png"
@@ -120,6 +120,10 @@ def run(
     started = time.monotonic()
     fs = FileSystem(spark)
     input_path, output_path = absolute(input_path), absolute(output_path).rstrip("/")
+    # The report's files written into an input would be read as events by the next run.
+    check_apart("--output", output_path, {"--input": input_path})
+    for path in deduplicated_paths or ():
+        check_apart("--output", output_path, {"--deduplicated": absolute(path)})
     progress(f"counting events per event ID in {input_path}")
     before, rejected_before = distribution(read_lines(spark, input_path))
     after: dict[int, int] | None = None

@@ -136,6 +136,15 @@ def test_output_and_input_must_be_apart(
     assert sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*")) == before
 
 
+def test_the_report_is_not_written_into_its_input(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = write_input(tmp_path / "in")
+    assert main(["report", "--input", str(source), "--output", str(source / "report")]) == 2
+    assert last_error_line(capsys.readouterr().err).startswith(f"error: --output: given {source / 'report'}")
+    assert sorted(path.name for path in source.iterdir()) == ["part-0.tsv"]
+
+
 def test_a_run_folder_holding_anything_else_is_not_replaced(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
