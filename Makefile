@@ -40,8 +40,8 @@ demo: setup ## two batches of sample events through the pipeline (dedup + shred,
 test: setup ## run the whole test suite
 	$(PY) -m pytest
 
-test-fast: setup ## the tests that need no Spark
-	$(PY) -m pytest -m "not spark"
+test-fast: setup ## the quick loop: no Spark, no CDK synth, nothing slow (markers in pyproject.toml)
+	$(PY) -m pytest -m "not spark and not synth and not slow"
 
 $(VENV)/.bench-installed: $(VENV)/.installed requirements-bench.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-bench.txt

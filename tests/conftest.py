@@ -37,8 +37,21 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
+# Fixtures that tell a test's cost: whoever uses them gets the marker.
+FIXTURE_MARKERS = {"spark": "spark", "synthesized": "synth", "dev": "synth", "prod": "synth", "build_dir": "synth"}
+# Modules whose tests talk to moto get `aws`: they import it, or the loopback DynamoDB server built on it.
+AWS_MODULES = ("moto", "tests.pipeline.manifest_server")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that asks for the `spark` fixture is marked `spark` (so `-m "not spark"` is a fast loop)."""
+    """Markers by cost, so `make test-fast` can leave out Spark, synth and slow tests (see pyproject.toml)."""
     for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.spark)
+        fixtures = set(getattr(item, "fixturenames", ()))
+        for name in sorted({marker for fixture, marker in FIXTURE_MARKERS.items() if fixture in fixtures}):
+            item.add_marker(name)
+        module = getattr(item, "module", None)
+        if module is not None and any(
+            str(getattr(value, "__module__", getattr(value, "__name__", ""))).startswith(AWS_MODULES)
+            for value in vars(module).values()
+        ):
+            item.add_marker(pytest.mark.aws)

@@ -19,8 +19,7 @@ import pytest
 from moto import mock_aws
 from moto.core.config import DefaultConfig
 
-from tests.infra.conftest import Synthesized
-from tests.infra.helpers import state_machine_definition
+from tests.infra.helpers import Synthesized, state_machine_definition
 
 ACCOUNT = "123456789012"  # moto's account
 REGION = "eu-west-1"

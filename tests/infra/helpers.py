@@ -1,12 +1,20 @@
-"""Small helpers to read synthesized templates: render CloudFormation values, find resources, the ASL."""
+"""Helpers of the infrastructure tests: synthesize an environment, read its templates (render CloudFormation
+values, find resources, the ASL)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import aws_cdk as cdk
+import cdk_nag
 from aws_cdk.assertions import Template
+
+from cdk.config import EnvConfig
+from cdk.pipeline import Pipeline, build_pipeline, cdk_json_context
 
 Resolver = Callable[[str, Any], str]
 
@@ -70,3 +78,36 @@ def state_machine_definition(template: Template, resolve: Resolver | None = None
     (machine,) = template.find_resources("AWS::StepFunctions::StateMachine").values()
     definition: dict[str, Any] = json.loads(render(machine["Properties"]["DefinitionString"], resolve))
     return definition
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    """One environment, synthesized: its config, stacks, templates and the cdk-nag outcome."""
+
+    config: EnvConfig
+    pipeline: Pipeline
+    outdir: Path
+    nag_error: str | None
+    """The synth error when cdk-nag (or another validation) failed, else None."""
+
+    def template(self, part: str) -> Template:
+        """The synthesized template of the Storage, Processing or Orchestration stack."""
+        path = self.outdir / f"Winnow-{self.config.env}-{part}.template.json"
+        return Template.from_json(json.loads(path.read_text(encoding="utf-8")))
+
+    def validation_report(self) -> dict[str, object]:
+        report: dict[str, object] = json.loads((self.outdir / "validation-report.json").read_text(encoding="utf-8"))
+        return report
+
+
+def synthesize(config: EnvConfig, build_dir: Path, outdir: Path) -> Synthesized:
+    """Build the env's stacks as app.py does (no account: as in CI), with cdk-nag, and synthesize."""
+    app = cdk.App(context=cdk_json_context(), outdir=str(outdir))
+    pipeline = build_pipeline(app, config, build_dir)
+    cdk.Validations.of(app).add_plugins(cdk_nag.AwsSolutionsChecks(app, verbose=False))
+    try:
+        app.synth()
+        error = None
+    except RuntimeError as err:  # ValidationFailed: the templates are written all the same
+        error = str(err)
+    return Synthesized(config, pipeline, outdir, error)

@@ -11,7 +11,7 @@ import pytest
 
 from jobs.cli import build_parser
 from tests.infra import flow
-from tests.infra.conftest import Synthesized
+from tests.infra.helpers import Synthesized
 
 CONSOLE_INPUT = {"runId": "2026-11-22-03-00-00", "inputPrefix": "enriched/2026/11/22/"}
 """The example console input of README "Deploy"."""
@@ -39,9 +39,7 @@ def test_dedup_arguments_parse_with_the_jobs_command_line(
     entry_point_arguments: dict[str, list[str]], dev: Synthesized
 ) -> None:
     options = job_options("dedup")
-    assert options is not None
-    if "--manifest" not in options:
-        pytest.skip("dedup --manifest (the DynamoDB manifest) is not implemented yet (issue 3)")
+    assert options is not None and "--manifest" in options
     args = build_parser().parse_args(entry_point_arguments["dedup"])
     version = dev.pipeline.processing.artifacts.version
     bucket = f"{flow.ACCOUNT}-{flow.REGION}"
@@ -58,8 +56,7 @@ def test_dedup_arguments_parse_with_the_jobs_command_line(
 def test_shred_arguments_parse_with_the_jobs_command_line(
     entry_point_arguments: dict[str, list[str]], dev: Synthesized
 ) -> None:
-    if job_options("shred") is None:
-        pytest.skip("the shred job is not implemented yet (issue 4)")
+    assert job_options("shred") is not None
     args = build_parser().parse_args(entry_point_arguments["shred"])
     bucket = f"{flow.ACCOUNT}-{flow.REGION}"
     assert (args.job, args.input, args.output, args.run_id) == (
@@ -72,7 +69,7 @@ def test_shred_arguments_parse_with_the_jobs_command_line(
 
 
 def test_the_rendered_arguments_are_the_documented_command_lines(entry_point_arguments: dict[str, list[str]]) -> None:
-    """Independent of which jobs exist yet: the option names and order of DESIGN §3."""
+    """The option names and order of DESIGN §3."""
     dedup, shred = entry_point_arguments["dedup"], entry_point_arguments["shred"]
     assert [dedup[i] for i in (0, 1, 3, 5, 7, 9)] == [
         "dedup",

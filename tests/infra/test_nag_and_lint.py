@@ -13,7 +13,7 @@ import pytest
 from aws_cdk import aws_s3 as s3
 
 from cdk.nag import acknowledge
-from tests.infra.conftest import Synthesized
+from tests.infra.helpers import Synthesized
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.infra.conftest import Synthesized
-from tests.infra.helpers import only, policy_statements, resources, state_machine_definition
+from tests.infra.helpers import Synthesized, only, policy_statements, resources, state_machine_definition
 
 SYNC = "arn:aws:states:::emr-serverless:startJobRun.sync"
 

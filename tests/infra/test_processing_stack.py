@@ -13,8 +13,7 @@ import pytest
 from cdk.artifact_layout import BUILD_FILES, CONFIG
 from cdk.components.job_artifacts import artifacts_version
 from cdk.errors import ArtifactsNotBuiltError
-from tests.infra.conftest import Synthesized
-from tests.infra.helpers import only, policy_statements, resources
+from tests.infra.helpers import Synthesized, only, policy_statements, resources
 
 ACCOUNT = "${AWS::AccountId}"  # dev names no account
 
@@ -92,7 +91,7 @@ def test_job_role_has_exactly_the_statements_the_jobs_need(dev: Synthesized) -> 
 def test_imported_buckets_are_used_by_name(build_dir: Path, tmp_path: Path) -> None:
     """Existing input/output buckets are imported, not created, and the job role is scoped to them."""
     from cdk.config import config_from_data
-    from tests.infra.conftest import synthesize
+    from tests.infra.helpers import synthesize
 
     data = json.loads((Path(__file__).resolve().parents[2] / "configs" / "dev.json").read_text(encoding="utf-8"))
     data["storage"].update(input_bucket="acme-enriched", output_bucket="acme-warehouse", input_prefix="good/")

@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from tests.infra import flow
-from tests.infra.conftest import Synthesized
+from tests.infra.helpers import Synthesized
 
 
 @pytest.fixture

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.infra.conftest import Synthesized
-from tests.infra.helpers import only, resources
+from tests.infra.helpers import Synthesized, only, resources
 
 BUCKETS = ("access-logs", "input", "output", "artifacts", "job-logs")
 

@@ -54,6 +54,7 @@ def wait_for(path: Path, process: subprocess.Popen[str], seconds: float = 180) -
 # 1. Two writers of one run folder.
 
 
+@pytest.mark.slow  # two Spark processes
 def test_a_second_writer_of_a_run_folder_fails_fast_naming_the_first(tmp_path: Path) -> None:
     source, output, barrier = write_input(tmp_path / "in"), tmp_path / "out", tmp_path / "barrier"
     barrier.mkdir()
@@ -105,6 +106,7 @@ def test_create_if_absent_is_exclusive_on_local_paths(spark: SparkSession, tmp_p
     assert path.read_bytes() == b"first"
 
 
+@pytest.mark.aws
 def test_create_if_absent_uses_s3_conditional_writes(spark: SparkSession) -> None:
     import boto3
     from moto import mock_aws
