@@ -244,14 +244,14 @@ class RunFolder:
 
     def __init__(self, spark: SparkSession, output: str, run_id: str, job: str, entries: Sequence[str]) -> None:
         """`entries`: the names a run of `job` writes directly in its folder (besides `_SUCCESS`, `_staging`)."""
-        from jobs.lease import Lease  # jobs.lease builds on this module
+        from jobs.lease import FileLease  # jobs.lease builds on this module
 
         output = output.rstrip("/")
         self.path = f"{output}/run={run_id}"
         self.job = job
         self.entries = frozenset([*entries, SUMMARY, SUCCESS_MARKER, STAGING])
         self._fs = FileSystem(spark)
-        self.lease = Lease(spark, f"{output}/{LEASES}/run={run_id}.json", self.path, job, run_id)
+        self.lease = FileLease(spark, f"{output}/{LEASES}/run={run_id}.json", self.path, job, run_id)
         # Only the run folder gets a _SUCCESS marker, not each output inside it.
         spark.sparkContext._jsc.hadoopConfiguration().set("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
 

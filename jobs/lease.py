@@ -17,6 +17,7 @@ import os
 import socket
 import time
 import uuid
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -163,43 +164,57 @@ def delete_file(spark: SparkSession, path: str) -> None:
     FileSystem(spark).delete(path)
 
 
-class Lease:
-    """The lease on one target (e.g. a run folder), held by this process while it writes.
+class Lease(ABC):
+    """An exclusive lease on one target (a run folder, a manifest), held by this process while it writes.
 
-    Use as a context manager: `with Lease(...):` takes it (or raises LeaseHeldError) and always releases it.
+    Use as a context manager: `with lease:` takes it (or raises LeaseHeldError) and always releases it.
+    Subclasses say where the lease document lives: create it only if absent, read it, delete it.
     """
 
-    def __init__(self, spark: SparkSession, path: str, target: str, job: str, run_id: str) -> None:
-        self.spark = spark
-        self.path = path
+    def __init__(self, target: str, job: str, run_id: str) -> None:
         self.target = target
         self.holder = Holder.me(job, run_id)
 
+    @abstractmethod
+    def _create(self, document: bytes) -> bool:
+        """Create the lease document unless one exists; True when this call created it."""
+
+    @abstractmethod
+    def _read(self) -> bytes | None:
+        """The lease document, or None when there is none."""
+
+    @abstractmethod
+    def _delete(self) -> None:
+        """Remove the lease document."""
+
+    @abstractmethod
+    def removal(self) -> str:
+        """How a person removes a stale lease (for the message)."""
+
     def acquire(self) -> None:
         """Raises: LeaseHeldError: another writer holds it (named in the message, with the way out)."""
-        document = json.dumps(asdict(self.holder), indent=2).encode("utf-8")
-        if not create_if_absent(self.spark, self.path, document):
+        if not self._create(json.dumps(asdict(self.holder), indent=2).encode("utf-8")):
             raise LeaseHeldError(
                 f"{self.target} is being written by {self.current_holder()}; nothing was written. If that run is no "
-                f"longer running (killed or crashed), remove its lease {self.path} and run again"
+                f"longer running (killed or crashed), {self.removal()} and run again"
             )
         _wait_at_test_barrier()
 
     def current_holder(self) -> str:
-        """The holder as its lease file says, for messages."""
-        data = read_bytes(self.spark, self.path)
+        """The holder as the lease document says, for messages."""
+        data = self._read()
         if data is None:
             return "another writer (its lease is gone now: run again)"
         try:
             return Holder(**json.loads(data)).describe()
         except (ValueError, TypeError):
-            return f"an unknown writer (unreadable lease {self.path})"
+            return "an unknown writer (unreadable lease)"
 
     def release(self) -> None:
         """Remove the lease if it is still ours (a lease someone removed and another writer took is left alone)."""
-        data = read_bytes(self.spark, self.path)
+        data = self._read()
         if data is not None and json.loads(data).get("token") == self.holder.token:
-            delete_file(self.spark, self.path)
+            self._delete()
 
     def __enter__(self) -> Lease:
         self.acquire()
@@ -207,6 +222,27 @@ class Lease:
 
     def __exit__(self, *_: object) -> None:
         self.release()
+
+
+class FileLease(Lease):
+    """A lease file (local, `s3://`, or any Hadoop file system)."""
+
+    def __init__(self, spark: SparkSession, path: str, target: str, job: str, run_id: str) -> None:
+        super().__init__(target, job, run_id)
+        self.spark = spark
+        self.path = path
+
+    def _create(self, document: bytes) -> bool:
+        return create_if_absent(self.spark, self.path, document)
+
+    def _read(self) -> bytes | None:
+        return read_bytes(self.spark, self.path)
+
+    def _delete(self) -> None:
+        delete_file(self.spark, self.path)
+
+    def removal(self) -> str:
+        return f"remove its lease {self.path}"
 
 
 def _wait_at_test_barrier() -> None:

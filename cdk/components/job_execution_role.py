@@ -11,7 +11,11 @@ from constructs import Construct
 
 from cdk.nag import acknowledge, resource_finding
 
-MANIFEST_ACTIONS = ("dynamodb:PutItem", "dynamodb:Query", "dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive")
+# GetItem and DeleteItem: the writer-lease item only (jobs/manifest/lease.py); events are put and queried.
+MANIFEST_ACTIONS = (
+    "dynamodb:PutItem", "dynamodb:Query", "dynamodb:GetItem", "dynamodb:DeleteItem",
+    "dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive",
+)  # fmt: skip
 """What the dedup job's DynamoDB manifest calls (conditional put, lookup, startup checks)."""
 
 
@@ -26,7 +30,7 @@ class JobExecutionRoleProps:
     output_prefixes: tuple[str, ...]
     """The jobs read and write (and replace on rerun) only under these prefixes."""
     manifest_table: dynamodb.ITable
-    """The only table the jobs touch: PutItem, Query, DescribeTable, DescribeTimeToLive."""
+    """The only table the jobs touch: PutItem, Query, GetItem/DeleteItem (the writer lease), DescribeTable, DescribeTimeToLive."""
     artifacts_bucket: s3.IBucket
     artifacts_prefix: str
     """The deployed artifacts version the jobs read (entrypoint, package, dependencies, config)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -29,6 +30,7 @@ from jobs.dedup.inbatch import (
 )  # fmt: skip
 from jobs.lake import Input, RunFolder, absolute, check_apart, open_input, require_input
 from jobs.manifest import Manifest, ManifestStats, open_manifest
+from jobs.manifest.lease import writer_lease
 from jobs.runs import run_timestamp
 
 # Where each outcome is written in the run folder; dropped copies go to duplicates/ with their reason.
@@ -114,7 +116,8 @@ def run(
     check_apart("--output", output_path, {"--input": input_path})
     manifest = manifest_for(config, create_manifest)  # before any work: a wrong table stops the run here
     folder = RunFolder(spark, output_path, run_id, "dedup", sorted(set(OUTPUT_FOLDERS.values())))
-    with folder.writing():
+    manifest_lease = writer_lease(spark, manifest, "dedup", run_id) if manifest else contextlib.nullcontext()
+    with folder.writing(), manifest_lease:
         progress(f"reading every input file under {input_path} once")
         source = open_input(spark, input_path, config.input.skip_unreadable)
         summary = _deduplicate(spark, config, source, folder, run_time, manifest, progress)

@@ -68,7 +68,14 @@ def test_job_role_has_exactly_the_statements_the_jobs_need(dev: Synthesized) -> 
         {"Sid": "WriteLogs", "Action": "s3:PutObject", "Effect": "Allow", "Resource": s3_arn("job-logs", "emr/*")},
         {
             "Sid": "Manifest",
-            "Action": ["dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive", "dynamodb:PutItem", "dynamodb:Query"],
+            "Action": [
+                "dynamodb:DeleteItem",
+                "dynamodb:DescribeTable",
+                "dynamodb:DescribeTimeToLive",
+                "dynamodb:GetItem",
+                "dynamodb:PutItem",
+                "dynamodb:Query",
+            ],
             "Effect": "Allow",
             "Resource": f"arn:aws:dynamodb:eu-west-1:{ACCOUNT}:table/winnow-dev-manifest",
         },

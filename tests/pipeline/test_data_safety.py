@@ -122,6 +122,65 @@ def test_create_if_absent_uses_s3_conditional_writes(spark: SparkSession) -> Non
         assert body.read() == b"first"
 
 
+def test_a_manifest_has_one_writer_at_a_time(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, manifest = write_input(tmp_path / "in"), tmp_path / "manifest.db"
+    other_run = "2026-11-22-02-00-00"
+    argv = ["dedup", "--input", str(source), "--manifest", f"sqlite:{manifest}", "--create", "--run-id", RUN_ID]
+    assert main([*argv, "--output", str(tmp_path / "first")]) == 0
+    assert not Path(f"{manifest}.lease").exists()  # released after the run
+    holder = {"job": "populate-manifest", "run_id": other_run, "host": "worker-2", "pid": 77,
+              "started_at": "2026-11-22T03:59:00+00:00", "token": "other"}  # fmt: skip
+    assert create_if_absent(spark, f"{manifest}.lease", json.dumps(holder).encode())
+    capsys.readouterr()
+    assert main([*argv, "--output", str(tmp_path / "second")]) == 1
+    assert last_error_line(capsys.readouterr().err) == (
+        f"error: manifest sqlite:{manifest} is being written by populate-manifest run {other_run} (host worker-2, "
+        "pid 77, since 2026-11-22T03:59:00+00:00); nothing was written. If that run is no longer running (killed "
+        f"or crashed), remove its lease {manifest}.lease and run again"
+    )
+    assert not (tmp_path / "second" / f"run={RUN_ID}").exists()
+    assert not (tmp_path / "second" / "_leases" / f"run={RUN_ID}.json").exists()  # the run folder's lease released
+
+
+@pytest.mark.aws
+def test_the_dynamodb_writer_lease_is_one_item_put_only_if_absent() -> None:
+    import boto3
+    from moto import mock_aws
+
+    from jobs.lease import LeaseHeldError
+    from jobs.manifest.lease import LEASE_KEY, DynamoDbLease
+
+    with mock_aws():
+        client = boto3.client("dynamodb")
+        client.create_table(
+            TableName="manifest", BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "eventId", "AttributeType": "S"},
+                                  {"AttributeName": "fingerprint", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "eventId", "KeyType": "HASH"}, {"AttributeName": "fingerprint", "KeyType": "RANGE"}],
+        )  # fmt: skip
+        first = DynamoDbLease(client, "manifest", "manifest dynamodb://manifest", "dedup", RUN_ID)
+        second = DynamoDbLease(client, "manifest", "manifest dynamodb://manifest", "dedup", "2026-11-22-05-00-00")
+        with first:
+            with pytest.raises(LeaseHeldError) as held:
+                second.acquire()
+            assert str(held.value).startswith(
+                f"manifest dynamodb://manifest is being written by dedup run {RUN_ID} (host "
+            )
+            assert str(held.value).endswith(
+                "remove its lease: aws dynamodb delete-item --table-name manifest --key "
+                """'{"eventId":{"S":"winnow:writer-lease"},"fingerprint":{"S":"writer"}}' and run again"""
+            )
+            second.release()  # not its lease: left alone
+            assert "Item" in client.get_item(TableName="manifest", Key=LEASE_KEY)
+        assert "Item" not in client.get_item(TableName="manifest", Key=LEASE_KEY)
+        with second:
+            assert json.loads(client.get_item(TableName="manifest", Key=LEASE_KEY)["Item"]["holder"]["S"])[
+                "run_id"
+            ] == ("2026-11-22-05-00-00")
+
+
 # 3 (runs) and 7: outputs never inside inputs, inputs never inside outputs; nothing foreign is replaced.
 
 

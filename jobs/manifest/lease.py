@@ -1,0 +1,72 @@
+"""One writer per manifest: a dedup or populate run holds the manifest's writer lease while it runs.
+
+Two runs writing one manifest at once would each look up an id before the other recorded it, so which one sees
+the other's fingerprints (cross-batch synthetic dedup) would depend on timing. With the lease the second run
+stops at once, naming the first. SQLite: a lease file beside the database (`PATH.lease`). DynamoDB: one item
+in the manifest table itself, put only if absent; its key is no event id (those are UUIDs), so no event's
+item and no query of the jobs ever meets it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from jobs.lease import FileLease, Lease
+from jobs.manifest.base import Manifest
+
+LEASE_KEY = {"eventId": {"S": "winnow:writer-lease"}, "fingerprint": {"S": "writer"}}
+
+
+class DynamoDbLease(Lease):
+    """The writer lease as an item of the manifest table (conditional put, conditional delete)."""
+
+    def __init__(self, client: Any, table: str, target: str, job: str, run_id: str) -> None:
+        super().__init__(target, job, run_id)
+        self.client = client
+        self.table = table
+
+    def _create(self, document: bytes) -> bool:
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item={**LEASE_KEY, "holder": {"S": document.decode("utf-8")}, "token": {"S": self.holder.token}},
+                ConditionExpression="attribute_not_exists(eventId)",
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    def _read(self) -> bytes | None:
+        item = self.client.get_item(TableName=self.table, Key=LEASE_KEY, ConsistentRead=True).get("Item")
+        return None if item is None else item["holder"]["S"].encode("utf-8")
+
+    def _delete(self) -> None:
+        # Only our own item: a lease someone removed by hand and another run took stays.
+        with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):
+            self.client.delete_item(
+                TableName=self.table, Key=LEASE_KEY, ConditionExpression="#token = :token",
+                ExpressionAttributeNames={"#token": "token"}, ExpressionAttributeValues={":token": {"S": self.holder.token}},
+            )  # fmt: skip
+
+    def removal(self) -> str:
+        return (
+            f"remove its lease: aws dynamodb delete-item --table-name {self.table} "
+            f"--key '{json.dumps(LEASE_KEY, separators=(',', ':'))}'"
+        )
+
+
+def writer_lease(spark: SparkSession, manifest: Manifest, job: str, run_id: str) -> Lease:
+    """The writer lease of `manifest` (not yet taken: use it as a context manager)."""
+    from jobs.manifest.dynamodb import DynamoDbManifest
+    from jobs.manifest.sqlite import SqliteManifest
+
+    target = f"manifest {manifest.uri}"
+    if isinstance(manifest, SqliteManifest):
+        return FileLease(spark, f"{manifest.path}.lease", target, job, run_id)
+    if isinstance(manifest, DynamoDbManifest):
+        return DynamoDbLease(manifest._client(), manifest.table, target, job, run_id)
+    raise TypeError(f"no writer lease for {type(manifest).__name__}")
