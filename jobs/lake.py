@@ -31,10 +31,10 @@ def absolute(path: str) -> str:
 
 
 def _normalized(path: str) -> str:
-    """A path for comparison: local paths absolute without `file:`, `s3a:`/`s3n:` as `s3:`, no trailing `/`."""
+    """A path for comparison: local paths absolute and resolved, `s3a:`/`s3n:` as `s3:`, no trailing `/`."""
     parsed = urlparse(path)
     if parsed.scheme in ("", "file"):
-        return os.path.normpath(absolute(path))
+        return os.path.realpath(absolute(path))  # symlinks resolved: a link to the input is the input
     scheme = "s3" if parsed.scheme in ("s3a", "s3n") else parsed.scheme
     return f"{scheme}://{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/")
 
