@@ -75,4 +75,5 @@ def check_and_set(
         StorageLevel.MEMORY_AND_DISK
     )
     answers.count()  # materialize now: the manifest is called once, here
+    manifest.settle()
     return answers, stats

@@ -18,7 +18,9 @@ from jobs.dedup.inbatch import SEEN_EARLIER
 from jobs.dedup.job import Progress, manifest_for
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
-from jobs.lake import absolute, read_lines
+from jobs.lake import Input, absolute, open_input, require_input
+from jobs.manifest import Manifest
+from jobs.manifest.lease import writer_lease
 from jobs.runs import run_timestamp
 from jobs.summary import table
 
@@ -44,9 +46,29 @@ def run(
             "--manifest: none given and the config has no manifest.uri; allowed: sqlite:PATH or dynamodb://TABLE"
         )
     input_path = absolute(input_path)
-    parsed = parse_events(read_lines(spark, input_path), config.dedup.fingerprint_fields).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
+    require_input(spark, input_path)
+    with writer_lease(spark, manifest, "populate-manifest", run_id):
+        progress(f"reading every input file under {input_path} once")
+        source = open_input(spark, input_path, config.input.skip_unreadable)
+        summary = _populate(spark, config, source, manifest, run_time, progress)
+    return {
+        "job": "populate-manifest",
+        "version": __version__,
+        "run_id": run_id,
+        "input": input_path,
+        "input_files": source.summary(),
+        **summary,
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "wall_time_seconds": round(time.monotonic() - started, 3),
+    }
+
+
+def _populate(
+    spark: SparkSession, config: JobConfig, source: Input, manifest: Manifest, run_time: datetime, progress: Progress
+) -> dict[str, Any]:
+    """Check-and-set every distinct valid pair: the manifest and counts parts of the summary."""
+    input_path = source.path
+    parsed = parse_events(source.lines(spark), config.dedup.fingerprint_fields).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         progress(f"reading {input_path}")
         valid = parsed.where(F.size("errors") == 0)
@@ -63,10 +85,6 @@ def run(
     finally:
         parsed.unpersist()
     return {
-        "job": "populate-manifest",
-        "version": __version__,
-        "run_id": run_id,
-        "input": input_path,
         "manifest": {"uri": manifest.uri, **asdict(stats.value)},
         "counts": {
             "input": lines,
@@ -75,8 +93,6 @@ def run(
             "pairs_recorded": pairs.get(None, 0),
             "pairs_already_present": pairs.get(SEEN_EARLIER, 0),
         },
-        "started_at": started_at.isoformat(timespec="seconds"),
-        "wall_time_seconds": round(time.monotonic() - started, 3),
     }
 
 

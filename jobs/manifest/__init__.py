@@ -39,12 +39,18 @@ def open_manifest(uri: str, concurrency: int = 16, max_attempts: int = 10) -> Ma
             raise InvalidArgumentError(f"--manifest: given {uri!r}, which names no table; allowed: {URI_FORMS}")
         import boto3
 
-        # Region and endpoint as the driver resolves them (AWS_REGION, AWS_ENDPOINT_URL, profile), so every
-        # executor talks to the same table; credentials are resolved by each executor itself.
-        session = boto3.session.Session()
+        # Region and endpoint as the driver resolves them (AWS_DEFAULT_REGION or profile, then AWS_REGION, which
+        # boto3 itself does not read; AWS_ENDPOINT_URL), so every executor talks to the same table; credentials
+        # are resolved by each executor itself.
+        region = boto3.session.Session().region_name or os.environ.get("AWS_REGION")
+        if not region:
+            raise ManifestError(
+                f"manifest {uri}: no AWS region; allowed: set AWS_REGION or AWS_DEFAULT_REGION, or a region in the "
+                "AWS profile"
+            )
         endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or os.environ.get("AWS_ENDPOINT_URL")
         return DynamoDbManifest(
-            uri=uri, table=parsed.netloc, region=session.region_name, endpoint_url=endpoint,
+            uri=uri, table=parsed.netloc, region=region, endpoint_url=endpoint,
             concurrency=concurrency, max_attempts=max_attempts,
         )  # fmt: skip
     raise InvalidArgumentError(f"--manifest: given {uri!r}; allowed: {URI_FORMS}")

@@ -1,9 +1,14 @@
 """The events manifest: what every backend offers, and the figures it reports.
 
-The manifest remembers every (event_id, fingerprint) a run has delivered, with the run's time (`etl_time`,
-epoch seconds of the run id) and an expiry (`ttl` = etl_time + ttl_days * 86400). A put succeeds when the
-pair is new, was written by this same run (so a rerun passes its own earlier writes), or has expired; it
-fails when an earlier run delivered the pair: a cross-batch natural duplicate.
+The manifest remembers every (event_id, fingerprint) a run has delivered, with the time of the earliest run
+that delivered it (`etl_time`, epoch seconds of the run id) and an expiry (`ttl` = etl_time + ttl_days *
+86400). "Earlier means earlier": a run's decisions depend only on runs with a smaller etl_time. A put by run R
+succeeds when the pair is new, was written by R itself (a rerun passes its own earlier writes) or by a later
+run (the item then takes R's time), or has expired (ttl <= R's time); it fails when an earlier run delivered
+the pair and it has not expired: a cross-batch natural duplicate. The synthetic look-up likewise returns only
+fingerprints of earlier runs. So redoing any run, in any order, gives the same decisions. Limit: one item per
+pair, so once an expired pair is delivered again (more than ttl_days later), redoing a run from before that
+is not guaranteed to give its first output.
 """
 
 from __future__ import annotations
@@ -58,11 +63,11 @@ class ManifestClient(ABC):
 
     @abstractmethod
     def put(self, event_id: str, fingerprint: str, etl_time: int, ttl: int) -> bool:
-        """Record the pair; True when it is new, this run's own, or expired; False when an earlier run has it."""
+        """Record the pair; True when it is new, this or a later run's, or expired; False when an earlier run has it."""
 
     @abstractmethod
     def earlier_fingerprints(self, event_id: str, etl_time: int) -> set[str]:
-        """Fingerprints of `event_id` recorded by other runs and not expired at `etl_time`."""
+        """Fingerprints of `event_id` recorded by earlier runs (smaller etl_time) and not expired at `etl_time`."""
 
     def check_ids(
         self, ids: Iterable[tuple[str, list[str]]], etl_time: int, ttl: int, detect_synthetic: bool
@@ -100,3 +105,6 @@ class Manifest(ABC):
     @abstractmethod
     def client(self) -> ManifestClient:
         """A new client; called once per Python worker."""
+
+    def settle(self) -> None:  # noqa: B027  (optional hook)
+        """After a run's manifest work, on the driver: leave the manifest complete where it is stored."""

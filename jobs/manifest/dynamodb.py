@@ -11,16 +11,19 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from jobs.manifest.base import IdResult, Manifest, ManifestClient, ManifestError
 
-# A put succeeds for a new pair, a pair this run wrote (a rerun), or an expired pair (TTL deletion is lazy
-# in DynamoDB, so an expired item can still be there; it must not count as a duplicate).
-PUT_CONDITION = "attribute_not_exists(eventId) OR etlTime = :etl OR #ttl <= :etl"
+# A put succeeds for a new pair, a pair this run or a LATER run wrote (the item then keeps this, the earliest,
+# delivery: a run's decisions depend only on earlier runs, so redoing runs in any order gives the same output),
+# or an expired pair (TTL deletion is lazy in DynamoDB, so an expired item can still be there).
+PUT_CONDITION = "attribute_not_exists(eventId) OR etlTime >= :etl OR #ttl <= :etl"
 THROTTLING_CODES = {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
 EXPECTED_KEYS = [("eventId", "HASH", "S"), ("fingerprint", "RANGE", "S")]
 
@@ -46,7 +49,27 @@ class DynamoDbManifest(Manifest):
         )
         return boto3.client("dynamodb", region_name=self.region, endpoint_url=self.endpoint_url, config=config)
 
+    @contextlib.contextmanager
+    def _environment_errors(self) -> Iterator[None]:
+        """No credentials, an unreachable endpoint, access denied: one-line ManifestErrors (exit 2)."""
+        try:
+            yield
+        except BotoCoreError as err:
+            raise ManifestError(
+                f"manifest {self.uri}: cannot reach table {self.table} in region {self.region}: {err}"
+            ) from None
+        except ClientError as err:
+            error = err.response.get("Error", {})
+            raise ManifestError(
+                f"manifest {self.uri}: {err.operation_name} on table {self.table} in region {self.region} was refused: "
+                f"{error.get('Code')}: {error.get('Message')}"
+            ) from None
+
     def check(self) -> None:
+        with self._environment_errors():
+            self._check()
+
+    def _check(self) -> None:
         client = self._client()
         fix = "create it with the Storage stack (make deploy) or, for local/dev, rerun with --create"
         try:
@@ -54,6 +77,16 @@ class DynamoDbManifest(Manifest):
         except client.exceptions.ResourceNotFoundException:
             raise ManifestError(
                 f"manifest {self.uri}: table {self.table} does not exist in region {self.region}; {fix}"
+            ) from None
+        except BotoCoreError as err:  # no credentials, endpoint unreachable, …: an environment error
+            raise ManifestError(
+                f"manifest {self.uri}: cannot reach table {self.table} in region {self.region}: {err}"
+            ) from None
+        except ClientError as err:  # access denied, invalid token, …
+            error = err.response.get("Error", {})
+            raise ManifestError(
+                f"manifest {self.uri}: DescribeTable on {self.table} in region {self.region} was refused: "
+                f"{error.get('Code')}: {error.get('Message')}"
             ) from None
         types = {a["AttributeName"]: a["AttributeType"] for a in table.get("AttributeDefinitions", [])}
         keys = [(k["AttributeName"], k["KeyType"], types.get(k["AttributeName"])) for k in table["KeySchema"]]
@@ -71,6 +104,10 @@ class DynamoDbManifest(Manifest):
             )
 
     def create(self) -> None:
+        with self._environment_errors():
+            self._create()
+
+    def _create(self) -> None:
         client = self._client()
         # An existing table is left as it is: check() then says whether it is right.
         with contextlib.suppress(client.exceptions.ResourceInUseException):
@@ -147,7 +184,7 @@ class DynamoDbClient(ManifestClient):
             response = self.client.query(**request)
             self._account(response, queries=1)
             for item in response["Items"]:
-                if int(item["etlTime"]["N"]) != etl_time and int(item["ttl"]["N"]) > etl_time:
+                if int(item["etlTime"]["N"]) < etl_time and int(item["ttl"]["N"]) > etl_time:
                     found.add(item["fingerprint"]["S"])
             if "LastEvaluatedKey" not in response:
                 return found

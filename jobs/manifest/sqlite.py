@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -52,6 +53,12 @@ class SqliteManifest(Manifest):
     def client(self) -> ManifestClient:
         return SqliteClient(self._connect())
 
+    def settle(self) -> None:
+        # Move the write-ahead log into the database file: the `.db` alone then holds the whole manifest (a copy
+        # of it, the file README names, is complete), whatever connections the Python workers keep open.
+        with contextlib.closing(self._connect()) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=120, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
@@ -70,7 +77,9 @@ class SqliteClient(ManifestClient):
         row = self.db.execute(
             f"SELECT etl_time, ttl FROM {TABLE} WHERE event_id = ? AND fingerprint = ?", (event_id, fingerprint)
         ).fetchone()
-        if row is not None and row[0] != etl_time and row[1] > etl_time:
+        # Delivered by an earlier run and not expired: a duplicate. A later run's item is replaced by this run's
+        # (the item keeps the earliest delivery), so redoing runs in any order gives the same decisions.
+        if row is not None and row[0] < etl_time and row[1] > etl_time:
             self.stats.conditional_failures += 1
             return False
         self.db.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?)", (event_id, fingerprint, etl_time, ttl))
@@ -80,7 +89,7 @@ class SqliteClient(ManifestClient):
         self.stats.requests += 1
         self.stats.queries += 1
         rows = self.db.execute(
-            f"SELECT fingerprint FROM {TABLE} WHERE event_id = ? AND etl_time != ? AND ttl > ?",
+            f"SELECT fingerprint FROM {TABLE} WHERE event_id = ? AND etl_time < ? AND ttl > ?",
             (event_id, etl_time, etl_time),
         )
         return {row[0] for row in rows}

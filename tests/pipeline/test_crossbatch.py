@@ -221,3 +221,58 @@ def test_populate_manifest_backfills_what_a_dedup_run_would_have_recorded(
 
     assert dedup(batches[1], tmp_path / "out", RUN_2, manifest) == 0
     assert run_folder_content(tmp_path / "out" / f"run={RUN_2}") == EXPECTED_RUN_2
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def manifest_uri(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh manifest of each backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:{tmp_path / 'manifest.db'}"
+        return
+    with dynamodb_on_loopback(Faults()) as endpoint:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        yield "dynamodb://events-manifest"
+
+
+def test_redoing_an_earlier_run_after_a_later_one_gives_its_first_output(
+    spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path, manifest_uri: str
+) -> None:
+    out = tmp_path / "out"
+    assert two_runs(batches, out, manifest_uri) == EXPECTED_RUN_2
+    first_run_1 = run_folder_content(out / f"run={RUN_1}")
+    # Run 2 recorded B and C with other fingerprints: they are later, so redoing run 1 must not see them.
+    assert dedup(batches[0], out, RUN_1, manifest_uri) == 0
+    assert run_folder_content(out / f"run={RUN_1}") == first_run_1
+    assert dedup(batches[1], out, RUN_2, manifest_uri) == 0
+    assert run_folder_content(out / f"run={RUN_2}") == EXPECTED_RUN_2
+
+
+def test_runs_done_out_of_order_depend_only_on_earlier_runs(
+    spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path, manifest_uri: str
+) -> None:
+    out = tmp_path / "out"
+    assert dedup(batches[1], out, RUN_2, manifest_uri, "--create") == 0  # the later run first
+    assert dedup(batches[0], out, RUN_1, manifest_uri) == 0
+    # Run 1 gives what it gives alone: nothing of run 2 counts for it.
+    assert run_folder_content(out / f"run={RUN_1}") == {"good": sorted(BATCH_1), "bad": [], "duplicates": [],
+                                                        "quarantine": []}  # fmt: skip
+    # Redoing run 2 now that run 1 is recorded gives the in-order result.
+    assert dedup(batches[1], out, RUN_2, manifest_uri) == 0
+    assert run_folder_content(out / f"run={RUN_2}") == EXPECTED_RUN_2
+
+
+def test_the_sqlite_manifest_is_one_self_contained_file_after_a_run(
+    spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path
+) -> None:
+    import shutil
+    import sqlite3
+
+    manifest = tmp_path / "manifest.db"
+    assert dedup(batches[0], tmp_path / "out", RUN_1, f"sqlite:{manifest}", "--create") == 0
+    copy = tmp_path / "copy" / "manifest.db"
+    copy.parent.mkdir()
+    shutil.copyfile(manifest, copy)  # the .db alone, as README names it
+    with sqlite3.connect(copy) as db:
+        rows = sorted(db.execute("SELECT event_id, fingerprint, etl_time FROM events_manifest"))
+    etl = 1_795_230_000  # 2026-11-21 03:00:00 UTC
+    assert rows == [(IDS["A"], "a1", etl), (IDS["B"], "b1", etl), (IDS["C"], "c1", etl)]

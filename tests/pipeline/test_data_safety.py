@@ -379,3 +379,59 @@ def test_a_deeply_nested_config_is_one_line(tmp_path: Path) -> None:
     debug = subprocess.run([sys.executable, "-m", "jobs", *argv, "--debug"], cwd=ROOT, capture_output=True, text=True,
                            timeout=60)  # fmt: skip
     assert debug.returncode == 2 and debug.stderr.startswith("Traceback") and debug.stderr.endswith(result.stderr)
+
+
+# 14. The DynamoDB manifest without a region or credentials: one line, exit 2.
+
+
+@pytest.fixture
+def bare_aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    """No AWS settings but the ones a test sets: no profile files, no instance metadata, no region, no keys."""
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there: nothing leaves the host
+    return monkeypatch
+
+
+def dedup_against(manifest: str, tmp_path: Path) -> list[str]:
+    source = write_input(tmp_path / "in")
+    return [
+        "dedup",
+        "--input",
+        str(source),
+        "--output",
+        str(tmp_path / "out"),
+        "--run-id",
+        RUN_ID,
+        "--manifest",
+        manifest,
+    ]
+
+
+def test_no_aws_region_is_one_line(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], bare_aws_environment: pytest.MonkeyPatch
+) -> None:
+    assert main(dedup_against("dynamodb://events", tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert last_error_line(err) == (
+        "error: manifest dynamodb://events: no AWS region; allowed: set AWS_REGION or AWS_DEFAULT_REGION, or a "
+        "region in the AWS profile"
+    )
+
+
+def test_no_aws_credentials_is_one_line_and_aws_region_alone_is_honoured(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], bare_aws_environment: pytest.MonkeyPatch
+) -> None:
+    bare_aws_environment.setenv("AWS_REGION", "eu-central-1")
+    assert main(dedup_against("dynamodb://events", tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert last_error_line(err) == (
+        "error: manifest dynamodb://events: cannot reach table events in region eu-central-1: Unable to locate "
+        "credentials"
+    )
+    assert not (tmp_path / "out").exists()

@@ -45,13 +45,18 @@ def test_a_new_pair_is_accepted_once_per_run(manifest: Manifest) -> None:
     assert client.put("id-1", "fp-1", RUN_1, ttl(RUN_1)) is True
     # The same run again (a rerun, or Spark recomputing a task) passes its own write.
     assert client.put("id-1", "fp-1", RUN_1, ttl(RUN_1)) is True
-    # Any other run sees a cross-batch natural duplicate, earlier or later.
+    # A later run sees a cross-batch natural duplicate.
     assert client.put("id-1", "fp-1", RUN_2, ttl(RUN_2)) is False
-    assert client.put("id-1", "fp-1", RUN_1 - DAY, ttl(RUN_1 - DAY)) is False
+    # An earlier run does not (earlier means earlier: its decisions ignore later runs); the item now records it,
+    # so RUN_1 itself is later than the item's delivery from then on.
+    assert client.put("id-1", "fp-1", RUN_1 - DAY, ttl(RUN_1 - DAY)) is True
+    assert client.put("id-1", "fp-1", RUN_1, ttl(RUN_1)) is False
     # Another fingerprint, or another id, is another pair.
     assert client.put("id-1", "fp-2", RUN_2, ttl(RUN_2)) is True
     assert client.put("id-2", "fp-1", RUN_2, ttl(RUN_2)) is True
-    assert (client.stats.puts, client.stats.conditional_failures) == (6, 2)
+    assert client.earlier_fingerprints("id-1", RUN_2) == {"fp-1"}  # fp-2 is RUN_2's own
+    assert client.earlier_fingerprints("id-1", RUN_1 - DAY) == set()  # nothing earlier than the earliest
+    assert (client.stats.puts, client.stats.conditional_failures) == (7, 2)
 
 
 def test_an_expired_pair_counts_as_absent(manifest: Manifest) -> None:
