@@ -63,6 +63,7 @@ class FileSystem:
     """The few Hadoop FileSystem calls the jobs need, on any path Spark can reach."""
 
     def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
         self._jvm: Any = spark.sparkContext._jvm
         self._conf: Any = spark.sparkContext._jsc.hadoopConfiguration()
 

@@ -23,7 +23,8 @@ from jobs.keyed.decide import DUPLICATE, ERROR, EXPIRED, EXPIRY, OUTCOME, OUTCOM
 from jobs.keyed.period import QUANTUM, Kind, parse_period
 from jobs.keyed.records import Format, check_fields, check_format, check_ranked, read_records, unranked, write_records
 from jobs.keyed.state import DEFAULT_BUCKET_COUNT, BucketStore, StateSettings
-from jobs.lake import FileSystem, RunFolder, absolute
+from jobs.lake import FileSystem, RunFolder, absolute, check_apart
+from jobs.lease import FileLease
 from jobs.summary import table
 
 Progress = Callable[[str], None]
@@ -98,10 +99,17 @@ def run(
 ) -> dict[str, Any]:
     """Run the keyed deduper and return its summary (also written as `summary.json`).
 
-    The run folder's lease is held throughout (one writer per run folder: a second one fails fast).
+    The run folder's and the state's leases are held throughout (one writer each: a second one fails fast).
     """
-    folder = RunFolder(spark, absolute(options.output), run_id, "keyed", (UNIQUE, DUPLICATE, EXPIRED, ERROR))
-    with folder.writing():
+    input_path, output_path, state_uri = absolute(options.input), absolute(options.output), absolute(options.state)
+    check_apart("--output", output_path, {"--input": input_path})
+    folder = RunFolder(spark, output_path, run_id, "keyed", (UNIQUE, DUPLICATE, EXPIRED, ERROR))
+    check_apart("--state", state_uri, {"--input": input_path, "the run folder": folder.path})
+    # One writer per state too: two runs committing on one parent would fork it.
+    state_lease = FileLease(
+        spark, f"{state_uri.rstrip('/')}/_leases/writer.json", f"state {state_uri}", "keyed", run_id
+    )
+    with folder.writing(), state_lease:
         return _run(spark, options, run_id, progress, folder)
 
 

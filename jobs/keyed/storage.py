@@ -3,7 +3,7 @@
 Everything goes through the Spark JVM's Hadoop FileSystem, so local folders and `s3://` prefixes behave the
 same. Atomicity: a small file is written under a temporary name and renamed into place, so a reader sees
 either nothing or the whole file. On S3 the rename is a copy; a single-object PUT is still all-or-nothing,
-but an exclusive create is not guaranteed there (one writer per table or state at a time).
+and an exclusive create is S3's conditional write (`jobs.lease.create_if_absent`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ from jobs.lake import FileSystem
 
 
 class ConcurrentCommitError(WinnowError):
-    """A commit file that should be new already exists: another writer committed first."""
+    """A commit file that should be new already exists: another writer committed first (exit 1, like any
+    second writer)."""
+
+    exit_code = 1
 
 
 class Storage(FileSystem):
@@ -24,15 +27,6 @@ class Storage(FileSystem):
     def list_names(self, path: str) -> list[str]:
         """Names of the entries directly under `path`, sorted; hidden (`.` / `_`) names skipped; [] if missing."""
         return [name for name in self.children(path) if not name.startswith((".", "_"))]
-
-    def read_text(self, path: str) -> str:
-        fs, hpath = self._resolve(path)
-        stream = fs.open(hpath)
-        try:
-            data: bytes = stream.readAllBytes()
-        finally:
-            stream.close()
-        return data.decode("utf-8")
 
     def _write_temporary(self, path: str, text: str) -> str:
         parent, _, name = path.rpartition("/")
@@ -52,16 +46,12 @@ class Storage(FileSystem):
             raise OSError(f"could not rename {temporary} to {path}")
 
     def create_exclusive(self, path: str, text: str) -> None:
-        """Write `path` only if it does not exist yet (atomic rename on local and HDFS).
+        """Write `path` only if it does not exist yet: O_EXCL locally, a conditional write on S3.
 
         Raises:
             ConcurrentCommitError: the file exists already.
         """
-        fs, hpath = self._resolve(path)
-        if fs.exists(hpath):
-            raise ConcurrentCommitError(f"{path} exists already: another writer committed first; retry")
-        temporary = self._write_temporary(path, text)
-        _, htemp = self._resolve(temporary)
-        if not fs.rename(htemp, hpath):
-            fs.delete(htemp, False)
-            raise ConcurrentCommitError(f"{path} exists already: another writer committed first; retry")
+        from jobs.lease import create_if_absent
+
+        if not create_if_absent(self._spark, path, text.encode("utf-8")):
+            raise ConcurrentCommitError(f"{path} exists already: another writer committed first")

@@ -31,7 +31,7 @@ from jobs.keyed.records import (
     user_columns,
 )
 from jobs.keyed.storage import Storage
-from jobs.lake import SUCCESS_MARKER, absolute
+from jobs.lake import SUCCESS_MARKER, absolute, check_apart
 from jobs.tables.engines import DELETED, HIDDEN, POS, SIGN, VER, final_rows, merged_rows
 from jobs.tables.log import LOG_FORMAT, TableExistsError, TableLog, TableSettings, validate_settings
 
@@ -160,18 +160,20 @@ def insert(
         return {**result, "skipped": f"the same data was inserted within the last {window} inserts",
                 "commit": head["commit"]}  # fmt: skip
 
-    part = f"p{number:020d}"
+    part = TableLog.new_part(number)
     parts = list(head["parts"])
     if stats["rows"]:
         progress(f"writing part {part}")
         columns = [F.col(f"`{f.name}`") for f in schema.fields]
-        typed.select(*columns, *HIDDEN).sortWithinPartitions(POS).write.mode("overwrite").parquet(log.part_path(part))
+        typed.select(*columns, *HIDDEN).sortWithinPartitions(POS).write.mode("errorifexists").parquet(
+            log.part_path(part)
+        )
         parts.append({"id": part, "rows": stats["rows"], "commit": number})
     recent = [*head["recent_inserts"], f"token:{token}" if token is not None else data_id][-window:] if window else []
     document = {**head, "commit": number, "operation": "insert", "schema": head["schema"] or schema.jsonValue(),
                 "parts": parts, "tokens": head["tokens"] + ([token] if token is not None else []),
                 "recent_inserts": recent, "committed_at": _now()}  # fmt: skip
-    log.write(document)
+    log.write(document, part if stats["rows"] else None)
     return {**result, "skipped": None, "commit": number, "part": part if stats["rows"] else None, "rows": stats["rows"]}
 
 
@@ -209,9 +211,12 @@ def select(spark: SparkSession, table: str, output: str, final: bool, fmt_text: 
     head = log.head()
     settings = TableSettings.from_json(head["settings"])
     target = absolute(output)
+    check_apart("--output", target, {"--table": log.path})
+    storage = Storage(spark)
+    _check_replaceable(storage, target)
     rows = _stored_rows(spark, log, head)
     schema = _stored_schema(head)
-    storage = Storage(spark)
+    storage.delete(f"{target}/{SUCCESS_MARKER}")  # first: a reader never takes a half-replaced output as whole
     if rows is None or schema is None:  # no rows yet (an empty table writes an empty folder)
         storage.delete(target)
         storage.mkdirs(target)
@@ -228,6 +233,21 @@ def select(spark: SparkSession, table: str, output: str, final: bool, fmt_text: 
     storage.write_bytes(f"{target}/{SUCCESS_MARKER}", b"")
     return {"operation": "select", "table": log.path, "commit": head["commit"], "final": final, "output": target,
             "format": fmt}  # fmt: skip
+
+
+def _check_replaceable(storage: Storage, target: str) -> None:
+    """`select` replaces its output folder only if it is empty or an earlier output (Spark's part files, `_SUCCESS`).
+
+    Raises:
+        InvalidArgumentError: the folder holds anything else.
+    """
+    foreign = [name for name in storage.children(target)
+               if not name.startswith(("part-", ".", SUCCESS_MARKER))]  # fmt: skip
+    if foreign:
+        raise InvalidArgumentError(
+            f"--output: {target} holds {', '.join(foreign[:5])}, which a select does not write; it is not replaced. "
+            "Allowed: a new folder, or an earlier select's output"
+        )
 
 
 def optimize(
@@ -249,16 +269,16 @@ def optimize(
                               "parts_before": len(head["parts"])}  # fmt: skip
     if rows is None:
         return {**result, "commit": head["commit"], "parts_after": 0, "rows": 0}
-    part = f"p{number:020d}"
+    part = TableLog.new_part(number)
     progress(f"merging {len(head['parts'])} part(s) into {part}")
     merged = merged_rows(rows, settings, cleanup).sortWithinPartitions(POS)
-    merged.write.mode("overwrite").parquet(log.part_path(part))
+    merged.write.mode("errorifexists").parquet(log.part_path(part))
     count = spark.read.parquet(log.part_path(part)).count()
     parts = [{"id": part, "rows": count, "commit": number}] if count else []
     log.write({**head, "commit": number, "operation": "optimize-cleanup" if cleanup else "optimize", "parts": parts,
-               "committed_at": _now()})  # fmt: skip
-    for old in head["parts"]:
-        log.fs.delete(log.part_path(old["id"]))
-    if not count:
-        log.fs.delete(log.part_path(part))
+               "committed_at": _now()}, part)  # fmt: skip
+    # The merged parts, and parts no commit up to this one names (a change killed before its commit, or one
+    # that lost its commit race): nothing can read or commit them any more.
+    for orphan in log.orphan_parts(number, {p["id"] for p in parts}):
+        log.fs.delete(log.part_path(orphan))
     return {**result, "commit": number, "parts_after": len(parts), "rows": count}

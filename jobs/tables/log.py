@@ -4,23 +4,28 @@ Layout of a table folder:
 
     T/_log/00000000000000000000.json   commit 0: the table's settings (create)
     T/_log/00000000000000000001.json   commit 1: settings, schema, the parts, applied tokens, recent inserts
-    T/parts/p00000000000000000001/     the Parquet files of the part written by commit 1
+    T/parts/p00000000000000000001-9f2c…/   the Parquet files of the part written by commit 1
 
-A change writes its part first, then the next commit file, created exclusively and atomically (written under
-a temporary name and renamed). Readers take the newest commit, so they see the table before or after a
-change, never half of it; a failed change leaves an orphan part folder that the next commit overwrites.
+A change writes its part first, into a folder of its own (`p<commit number>-<random>`), then the next commit
+file, created only if absent (O_EXCL locally, a conditional write on S3). Readers take the newest commit and
+read only the parts it names, so they see the table before or after a change, never half of it, and never
+the part of a change that did not commit. Of two concurrent changes one commits; the other removes its own
+part and stops (exit 1). Parts no commit names (a writer killed between its part and its commit) are removed
+by the next `optimize`.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import uuid
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from pyspark.sql import SparkSession
 
 from jobs.errors import InputNotFoundError, InvalidArgumentError
-from jobs.keyed.storage import Storage
+from jobs.keyed.storage import ConcurrentCommitError, Storage
 
 Engine = Literal["replacing", "collapsing", "versioned-collapsing"]
 ENGINES: tuple[str, ...] = get_args(Engine)
@@ -94,6 +99,23 @@ class TableLog:
     def part_path(self, part: str) -> str:
         return f"{self.path}/parts/{part}"
 
+    @staticmethod
+    def new_part(number: int) -> str:
+        """A part folder name no other writer can choose: the commit number it is meant for, then random hex."""
+        return f"p{number:020d}-{uuid.uuid4().hex[:16]}"
+
+    def orphan_parts(self, up_to: int, named: set[str]) -> list[str]:
+        """Part folders meant for a commit number <= `up_to` that `named` does not hold.
+
+        Parts meant for a later number are left alone: their writer may still be about to commit them.
+        """
+        orphans = []
+        for name in self.fs.list_names(f"{self.path}/parts"):
+            meant_for = re.match(r"p(\d{20})", name)
+            if meant_for and int(meant_for.group(1)) <= up_to and name not in named:
+                orphans.append(name)
+        return orphans
+
     def head(self) -> dict[str, Any]:
         """The newest commit.
 
@@ -109,6 +131,22 @@ class TableLog:
     def exists(self) -> bool:
         return bool(self.fs.list_names(f"{self.path}/_log"))
 
-    def write(self, document: dict[str, Any]) -> None:
-        """Commit `document` (its `commit` number must be the next one), atomically and exclusively."""
-        self.fs.create_exclusive(self.commit_path(document["commit"]), json.dumps(document, indent=2) + "\n")
+    def write(self, document: dict[str, Any], part: str | None = None) -> None:
+        """Commit `document` (its `commit` number must be the next one), atomically and exclusively.
+
+        Raises:
+            ConcurrentCommitError: another change took that commit number first; this change's own `part`
+                folder is removed first, so nothing of it is left.
+        """
+        number = document["commit"]
+        try:
+            self.fs.create_exclusive(self.commit_path(number), json.dumps(document, indent=2) + "\n")
+        except ConcurrentCommitError:
+            if part is not None:
+                self.fs.delete(self.part_path(part))
+            winner = json.loads(self.fs.read_text(self.commit_path(number)))
+            raise ConcurrentCommitError(
+                f"{document['operation']} on {self.path} not committed: commit {number} was taken first by "
+                f"{winner.get('operation')} (committed at {winner.get('committed_at')}); nothing of this "
+                f"{document['operation']} is in the table, so running it again is safe"
+            ) from None

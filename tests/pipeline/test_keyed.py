@@ -280,3 +280,29 @@ def test_command_line(spark: SparkSession, tmp_path: Path, capsys: pytest.Captur
     assert "duplicate" in capsys.readouterr().out
     assert main([*args[:5], "--format", "tsv", *args[7:]]) == 2
     assert "--format: given 'tsv'" in capsys.readouterr().err
+
+
+def test_output_state_and_input_are_apart_and_the_state_has_one_writer(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_csv(tmp_path / "in" / "a.csv", "id", ["a", "a"])
+    base = ["keyed", "--input", str(data.parent), "--format", "csv", "--key", "id", "--run-id", RUN1]
+    assert main([*base, "--output", str(tmp_path / "in" / "out"), "--state", str(tmp_path / "state")]) == 2
+    assert f"error: --output: given {tmp_path / 'in' / 'out'}, which is, holds or lies inside --input" in (
+        capsys.readouterr().err
+    )
+    assert main([*base, "--output", str(tmp_path / "out"), "--state", str(tmp_path / "in" / "state")]) == 2
+    assert f"error: --state: given {tmp_path / 'in' / 'state'}, which is, holds or lies inside --input" in (
+        capsys.readouterr().err
+    )
+    lease = tmp_path / "state" / "_leases" / "writer.json"
+    lease.parent.mkdir(parents=True)
+    lease.write_text(json.dumps({"job": "keyed", "run_id": RUN2, "host": "h", "pid": 1, "started_at": "t",
+                                 "token": "x"}))  # fmt: skip
+    assert main([*base, "--output", str(tmp_path / "out"), "--state", str(tmp_path / "state")]) == 1
+    assert f"error: state {tmp_path / 'state'} is being written by keyed run {RUN2} (host h, pid 1, since t)" in (
+        capsys.readouterr().err
+    )
+    lease.unlink()
+    assert main([*base, "--output", str(tmp_path / "out"), "--state", str(tmp_path / "state")]) == 0
+    assert not lease.exists()

@@ -13,7 +13,7 @@ from jobs.cli import main
 from jobs.errors import InvalidArgumentError
 from jobs.tables import job
 from jobs.tables.job import InvalidInsertError
-from jobs.tables.log import TableExistsError, TableNotFoundError, TableSettings
+from jobs.tables.log import TableExistsError, TableLog, TableNotFoundError, TableSettings
 
 
 class Table:
@@ -206,3 +206,82 @@ def test_command_line(spark: SparkSession, tmp_path: Path, capsys: pytest.Captur
     assert "--engine: given 'merge'" in capsys.readouterr().err
     head = json.loads(sorted((tmp_path / "t" / "_log").glob("*.json"))[-1].read_text())
     assert head["tokens"] == ["t1"]
+
+
+def test_the_loser_of_two_concurrent_inserts_leaves_nothing_and_can_retry(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = Table(spark, tmp_path, "id,v", engine="replacing", key=("id",))
+    (tmp_path / "loser.csv").write_text("id,v\nx,1\ny,2\n", encoding="utf-8")
+    commit = TableLog.write
+    raced: list[dict[str, Any]] = []
+
+    def another_insert_commits_first(self: TableLog, document: dict[str, Any], part: str | None = None) -> None:
+        if not raced:  # the loser has written its part; the winner commits in between
+            monkeypatch.setattr(TableLog, "write", commit)
+            raced.append(table.insert(["w,9"]))
+        commit(self, document, part)
+
+    monkeypatch.setattr(TableLog, "write", another_insert_commits_first)
+    insert = ["table", "insert", "--table", table.path, "--input", str(tmp_path / "loser.csv"), "--format", "csv"]
+    assert main(insert) == 1
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .startswith(f"error: insert on {table.path} not committed: commit 1 was taken first by insert (committed at ")
+    )
+    assert raced[0]["commit"] == 1
+    assert table.select() == [("w", "9")]  # exactly the winner's rows
+    assert [path.name for path in (tmp_path / "table" / "parts").iterdir()] == [raced[0]["part"]]
+    assert main(insert) == 0  # the retry adds the loser's rows once
+    assert table.select() == [("w", "9"), ("x", "1"), ("y", "2")]
+
+
+def test_optimize_removes_parts_no_commit_names(spark: SparkSession, tmp_path: Path) -> None:
+    table = Table(spark, tmp_path, "id,v", engine="replacing", key=("id",))
+    table.insert(["a,1"])
+    parts = tmp_path / "table" / "parts"
+    orphan = parts / "p00000000000000000002-0123456789abcdef"  # a writer killed before its commit 2
+    orphan.mkdir()
+    (orphan / "part-0.parquet").write_bytes(b"not read")
+    later = parts / "p00000000000000000009-0123456789abcdef"  # a writer that may still commit later
+    later.mkdir()
+    assert table.select() == [("a", "1")]  # uncommitted parts are invisible
+    result = job.optimize(spark, table.path, cleanup=False)
+    assert sorted(path.name for path in parts.iterdir()) == sorted([f"{result_part(tmp_path)}", later.name])
+    assert result["commit"] == 2 and table.select() == [("a", "1")]
+
+
+def result_part(root: Path) -> str:
+    head = json.loads(sorted((root / "table" / "_log").glob("*.json"))[-1].read_text())
+    (part,) = head["parts"]
+    return str(part["id"])
+
+
+@pytest.mark.parametrize("where", ["table", ".", "table/inside"])
+def test_select_never_writes_over_its_table(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    table = Table(spark, tmp_path, "id,v", engine="replacing", key=("id",))
+    table.insert(["a,1"])
+    output = (tmp_path / where).resolve()
+    assert main(["table", "select", "--table", table.path, "--output", str(output)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: --output: given {output}, which is")
+    assert table.select() == [("a", "1")]
+
+
+def test_select_replaces_only_an_earlier_select(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = Table(spark, tmp_path, "id,v", engine="replacing", key=("id",))
+    table.insert(["a,1"])
+    precious = tmp_path / "warehouse" / "events.tsv"
+    precious.parent.mkdir()
+    precious.write_text("keep me")
+    select = ["table", "select", "--table", table.path, "--output"]
+    assert main([*select, str(precious.parent)]) == 2
+    assert "holds events.tsv, which a select does not write; it is not replaced" in capsys.readouterr().err
+    assert precious.read_text() == "keep me"
+    assert main([*select, str(tmp_path / "export")]) == 0
+    assert main([*select, str(tmp_path / "export")]) == 0  # an earlier select is replaced
