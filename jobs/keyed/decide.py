@@ -25,7 +25,17 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, DecimalType, NumericType, StringType, TimestampNTZType, TimestampType
 
 from jobs.keyed.period import Kind
-from jobs.keyed.records import POS_BLOCK, POS_FILE, POS_ROW, POSITION, RAW_LINE, Format, field
+from jobs.keyed.records import (
+    POS_BLOCK,
+    POS_FILE,
+    POS_ROW,
+    POSITION,
+    RAW_LINE,
+    WRONG_WIDTH,
+    Format,
+    field,
+    json_line_problem,
+)
 
 UNIQUE, DUPLICATE, EXPIRED, ERROR = "unique", "duplicate", "expired", "error"
 OUTCOMES = (UNIQUE, DUPLICATE, EXPIRED, ERROR)
@@ -33,6 +43,8 @@ OUTCOMES = (UNIQUE, DUPLICATE, EXPIRED, ERROR)
 KEY, EXPIRY, REASON, OUTCOME, LATEST = "__w_key", "__w_expiry", "__w_reason", "__w_outcome", "__w_latest"
 STATE_EXPIRY, STATE_SEEN = "__w_state_expiry", "__w_state_seen"
 EXPIRY_TYPE = DecimalType(38, 6)
+# A plain decimal number (optionally signed, with a fraction or an exponent).
+NUMBER_PATTERN = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
 
 
 def expiry_literal(value: Decimal | None) -> Column:
@@ -67,11 +79,18 @@ def extract(
     if expiry_field is not None and kind is not None:
         raw, expiry = _parse_expiry(frame, fmt, expiry_field, kind)
         checks.append(F.when(raw.isNull(), F.lit(f"expiry field '{expiry_field}' is missing or null")))
+        if kind == "number":  # a number too large for the exact decimal says so, rather than "not a number"
+            checks.append(
+                F.when(expiry.isNull() & raw.cast("string").rlike(NUMBER_PATTERN), F.lit(
+                    f"expiry field '{expiry_field}' is out of range; allowed: at most {EXPIRY_TYPE.precision - EXPIRY_TYPE.scale} "
+                    f"digits before the decimal point"))
+            )  # fmt: skip
         checks.append(F.when(expiry.isNull(), F.lit(f"expiry field '{expiry_field}' is not a {kind}")))
-    reason = F.coalesce(*checks)
-    if fmt == "jsonl":  # a line that is not JSON at all says so, rather than "field missing"
-        reason = F.when(reason.isNotNull() & F.try_parse_json(F.col(RAW_LINE)).isNull(), F.lit("not a JSON line"))
-        reason = reason.otherwise(F.coalesce(*checks))
+    # The record as a whole first: a line that is no JSON object (or repeats a key, which would make a field
+    # mean one of two values) or a csv row whose number of fields is not the header's says so.
+    whole = json_line_problem(F.col(RAW_LINE)) if fmt == "jsonl" else F.lit(None).cast("string")
+    wrong_width = F.when(F.col(WRONG_WIDTH).isNotNull(), F.lit("the row's number of fields differs from the header's"))
+    reason = F.coalesce(whole, wrong_width, *checks)
     key = F.to_json(F.array(*[field(frame, fmt, name).cast("string") for name in key_fields]))
     return frame.select("*", key.alias(KEY), expiry.alias(EXPIRY), reason.alias(REASON))
 

@@ -20,9 +20,15 @@ from typing import Literal, get_args
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
 
-from jobs.errors import InputNotFoundError, InvalidArgumentError
+from jobs.errors import InputNotFoundError, InvalidArgumentError, WinnowError
 from jobs.lake import FileSystem
+
+
+class InvalidInputError(WinnowError):
+    """Input records that cannot be read as records: the command is refused, nothing written."""
+
 
 Format = Literal["csv", "jsonl", "parquet"]
 FORMATS: tuple[str, ...] = get_args(Format)
@@ -30,6 +36,8 @@ FORMATS: tuple[str, ...] = get_args(Format)
 POS_FILE, POS_BLOCK, POS_ROW = "__w_file", "__w_block", "__w_row"
 POSITION = (POS_FILE, POS_BLOCK, POS_ROW)
 RAW_LINE = "__w_line"
+WRONG_WIDTH = "__w_wrong_width"
+"""csv: the row's text when its number of fields is not the header's, else NULL (NULL for other formats)."""
 _PATH = "__w_path"
 INTERNAL_PREFIX = "__w_"
 
@@ -53,16 +61,27 @@ def read_records(spark: SparkSession, path: str, fmt: Format, json_as_text: bool
         raise InputNotFoundError(f"--input: {path} does not exist")
     reader = spark.read.option("recursiveFileLookup", "true")
     if fmt == "csv":
-        frame = reader.option("header", "true").option("mode", "PERMISSIVE").csv(path)
+        header = reader.option("header", "true").csv(path).columns  # the first line only: no data scan
+        _check_reserved(header)
+        # Every column as text, plus the row's own text when its number of fields is not the header's (Spark
+        # would otherwise fill a short row with nulls and drop a long row's extra fields, silently).
+        schema = StructType(
+            [*(StructField(name, StringType()) for name in header), StructField(WRONG_WIDTH, StringType())]
+        )
+        frame = (
+            reader.option("header", "true").option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", WRONG_WIDTH).schema(schema).csv(path)
+        )  # fmt: skip
     elif fmt == "jsonl" and json_as_text:
         frame = reader.text(path).withColumnRenamed("value", RAW_LINE)
     elif fmt == "jsonl":
+        check_json_lines(spark, path)  # Spark's JSON reader fails or guesses on these; name them instead
         frame = reader.json(path)
     else:
         frame = reader.parquet(path)
-    bad = [name for name in frame.columns if name.startswith(INTERNAL_PREFIX) and name != RAW_LINE]
-    if bad:
-        raise InvalidArgumentError(f"--input: columns {bad} use the reserved prefix {INTERNAL_PREFIX!r}")
+    _check_reserved([name for name in frame.columns if name not in (RAW_LINE, WRONG_WIDTH)])
+    if WRONG_WIDTH not in frame.columns:
+        frame = frame.withColumn(WRONG_WIDTH, F.lit(None).cast("string"))
     # Local paths are `file:///x` in the file listing and `file:/x` in `_metadata`: compare them without the scheme.
     positioned = frame.select(
         "*",
@@ -77,6 +96,42 @@ def read_records(spark: SparkSession, path: str, fmt: Format, json_as_text: bool
     )
     # A left join: a record whose file is not in the listing is never dropped; `unranked` counts it.
     return positioned.join(F.broadcast(files), _PATH, "left").drop(_PATH)
+
+
+def _check_reserved(columns: list[str]) -> None:
+    """Raises: InvalidArgumentError: an input column uses Winnow's reserved prefix."""
+    bad = [name for name in columns if name.startswith(INTERNAL_PREFIX)]
+    if bad:
+        raise InvalidArgumentError(f"--input: columns {bad} use the reserved prefix {INTERNAL_PREFIX!r}")
+
+
+def json_line_problem(line: Column) -> Column:
+    """Why a JSON line is no record (NULL when it is one): not a JSON object, or a key given twice.
+
+    Top-level keys are compared without case, as Spark's column names are (`{"id":1,"ID":2}` would be one column
+    twice); Spark's VARIANT parser then rejects invalid JSON and inner objects that repeat a key.
+    """
+    keys = F.json_object_keys(line)
+    distinct = F.array_distinct(F.transform(keys, F.lower))
+    return (
+        F.when(keys.isNull(), F.lit("not a JSON object"))
+        .when(F.size(distinct) != F.size(keys), F.lit("a key appears more than once"))
+        .when(F.try_parse_json(line).isNull(), F.lit("not valid JSON, or an inner object repeats a key"))
+    )
+
+
+def check_json_lines(spark: SparkSession, path: str, shown: int = 3) -> None:
+    """Raises: InvalidInputError: lines that are not JSON objects or repeat a key, the first few named."""
+    lines = spark.read.option("recursiveFileLookup", "true").text(path)
+    problem = json_line_problem(F.col("value"))
+    file = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/")
+    bad = lines.select(file.alias("file"), "value", problem.alias("problem")).where(F.col("problem").isNotNull())
+    count = bad.count()
+    if count:
+        examples = "; ".join(
+            f"{row['file']}: {row['problem']}: {row['value'][:120]!r}" for row in bad.limit(shown).collect()
+        )
+        raise InvalidInputError(f"--input: {count:,} JSON line(s) are no records, nothing written: {examples}")
 
 
 def unranked() -> Column:
@@ -146,7 +201,9 @@ def write_records(
         writer = writer.partitionBy(partition_by)
     if fmt == "jsonl":
         writer.text(target)
-    elif fmt == "csv":
-        writer.option("header", "true").csv(target)
+    elif fmt == "csv":  # no trimming: the record written is the record read
+        writer.option("header", "true").option("ignoreLeadingWhiteSpace", "false").option(
+            "ignoreTrailingWhiteSpace", "false"
+        ).csv(target)
     else:
         writer.parquet(target)

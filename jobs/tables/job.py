@@ -23,6 +23,7 @@ from jobs.keyed.records import (
     POS_BLOCK,
     POS_FILE,
     POS_ROW,
+    WRONG_WIDTH,
     Format,
     check_format,
     check_ranked,
@@ -121,7 +122,7 @@ def insert(
         conformed = records.select(
             *[F.col(f"`{f.name}`").try_cast(f.dataType).alias(f.name) for f in schema.fields],
             *[F.col(f"`{f.name}`").alias(f"__w_in_{f.name}") for f in schema.fields],
-            POS_FILE, POS_BLOCK, POS_ROW,
+            POS_FILE, POS_BLOCK, POS_ROW, WRONG_WIDTH,
         )  # fmt: skip
     typed = conformed.select(
         "*",
@@ -178,7 +179,9 @@ def insert(
 
 
 def _checks(settings: TableSettings, schema: StructType, casted: bool) -> list[tuple[str, Any]]:
-    checks: list[tuple[str, Any]] = []
+    checks: list[tuple[str, Any]] = [
+        ("the row's number of fields differs from the header's (csv)", F.col(WRONG_WIDTH).isNotNull())
+    ]
     for name in settings.key:
         checks.append((f"key column '{name}' is null", F.col(f"`{name}`").isNull()))
     if settings.version is not None:
@@ -224,8 +227,10 @@ def select(spark: SparkSession, table: str, output: str, final: bool, fmt_text: 
         rows = (final_rows(rows, settings) if final else rows).sortWithinPartitions(POS)
         frame = rows.select(*[F.col(f"`{name}`") for name in schema.fieldNames()])
         writer = frame.write.mode("overwrite")
-        if fmt == "csv":
-            writer.option("header", "true").csv(target)
+        if fmt == "csv":  # no trimming: the rows written are the rows stored
+            writer.option("header", "true").option("ignoreLeadingWhiteSpace", "false").option(
+                "ignoreTrailingWhiteSpace", "false"
+            ).csv(target)
         elif fmt == "jsonl":
             writer.json(target)
         else:

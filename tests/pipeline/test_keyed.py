@@ -173,7 +173,7 @@ def test_jsonl_lines_are_written_back_unchanged(spark: SparkSession, tmp_path: P
     errors = sorted((json.loads(line) for line in read("error")), key=lambda e: e["line"])
     assert errors == sorted([
         {"line": lines[2], "error": "key field 'id' is missing or null"},
-        {"line": "not json", "error": "not a JSON line"},
+        {"line": "not json", "error": "not a JSON object"},
         {"line": lines[4], "error": "key field 'id' is missing or null"},
     ], key=lambda e: e["line"])  # fmt: skip
     assert summary["counts"]["input"] == 6
@@ -306,3 +306,49 @@ def test_output_state_and_input_are_apart_and_the_state_has_one_writer(
     lease.unlink()
     assert main([*base, "--output", str(tmp_path / "out"), "--state", str(tmp_path / "state")]) == 0
     assert not lease.exists()
+
+
+def output_lines(tmp_path: Path, outcome: str) -> list[str]:
+    folder = tmp_path / "out" / f"run={RUN1}" / outcome
+    return sorted(line for path in folder.glob("part-*") for line in path.read_text(encoding="utf-8").splitlines()[1:])
+
+
+def test_csv_records_are_written_as_read_and_rows_of_another_width_are_errors(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    data = write_csv(tmp_path / "in" / "a.csv", "id,v", [" a ,1", "a,2", "b\x00c,3", "d,4,extra", "e", "f,"])
+    summary = keyed(spark, tmp_path, data.parent)
+    # " a " and "a" are two keys, written as they were read; the NUL stays in its key.
+    assert output_lines(tmp_path, "unique") == sorted([" a ,1", "a,2", "b\x00c,3", "f,"])
+    wrong = "the row's number of fields differs from the header's"
+    assert output_lines(tmp_path, "error") == sorted([f"d,4,{wrong}", f"e,,{wrong}"])
+    assert summary["counts"] == {"input": 6, "unique": 4, "duplicate": 0, "expired": 0, "error": 2}
+
+
+def test_a_number_too_large_for_the_expiry_is_out_of_range_not_not_a_number(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    data = write_csv(tmp_path / "in" / "a.csv", "id,t", ["a,1", "b," + "9" * 41, "c,x"])
+    summary = keyed(spark, tmp_path, data.parent, expiry_key="t", expiry_period="10")
+    assert summary["errors_by_reason"] == {
+        "expiry field 't' is not a number": 1,
+        "expiry field 't' is out of range; allowed: at most 32 digits before the decimal point": 1,
+    }
+
+
+def test_a_json_record_that_repeats_a_key_is_an_error(spark: SparkSession, tmp_path: Path) -> None:
+    data = tmp_path / "in" / "a.jsonl"
+    data.parent.mkdir()
+    lines = ['{"id":"a","id":"b"}', '{"id":"b"}', '{"id":"c","n":{"x":1,"x":2}}']
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    keyed(spark, tmp_path, data, fmt="jsonl")
+    out = tmp_path / "out" / f"run={RUN1}"
+    errors = sorted(
+        (json.loads(line) for p in (out / "error").glob("part-*") for line in p.read_text().splitlines()),
+        key=lambda e: str(e["line"]),
+    )
+    assert errors == sorted(
+        [{"line": lines[0], "error": "a key appears more than once"},
+         {"line": lines[2], "error": "not valid JSON, or an inner object repeats a key"}],
+        key=lambda e: e["line"],
+    )  # fmt: skip

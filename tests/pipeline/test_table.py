@@ -285,3 +285,37 @@ def test_select_replaces_only_an_earlier_select(
     assert precious.read_text() == "keep me"
     assert main([*select, str(tmp_path / "export")]) == 0
     assert main([*select, str(tmp_path / "export")]) == 0  # an earlier select is replaced
+
+
+@pytest.mark.parametrize(
+    ("lines", "problem"),
+    [(['{"id":"b","v":1}', '{"id":"c","id":"d","v":2}'], "a key appears more than once"),
+     (['{"id":"b","v":1}', '{"id":"c",'], "not a JSON object")],
+)  # fmt: skip
+def test_json_lines_that_are_no_records_reject_the_insert_naming_them(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], lines: list[str], problem: str
+) -> None:
+    table = str(tmp_path / "t")
+    assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"id":"a","v":0}\n', encoding="utf-8")
+    assert main(["table", "insert", "--table", table, "--input", str(good), "--format", "jsonl"]) == 0
+    data = tmp_path / "in.jsonl"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["table", "insert", "--table", table, "--input", str(data), "--format", "jsonl"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --input: 1 JSON line(s) are no records, nothing written: {data}: {problem}: {lines[1]!r}"
+    )
+    assert len(list((tmp_path / "t" / "_log").glob("*.json"))) == 2  # nothing committed
+
+
+def test_csv_rows_of_another_width_reject_the_insert(spark: SparkSession, tmp_path: Path) -> None:
+    table = Table(spark, tmp_path, "id,v", engine="replacing", key=("id",))
+    with pytest.raises(InvalidInsertError, match="2 row\\(s\\): the row's number of fields differs from the header's"):
+        table.insert(["a,1", "b", "c,3,4"])
+    assert table.commits() == 1
+    table.insert([" a ,1", "a,2"])
+    out = tmp_path / "csv"
+    job.select(spark, table.path, str(out), False, "csv")
+    assert sorted(line for p in out.glob("part-*") for line in p.read_text().splitlines()[1:]) == [" a ,1", "a,2"]
