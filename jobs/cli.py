@@ -34,6 +34,14 @@ COMMAND_MODULES = (
 )
 
 Progress = Callable[[str], None]
+
+
+class JobFailedError(WinnowError):
+    """A Spark job failed (exit 1): no `_SUCCESS` was written; the cause is chained (`--debug` shows it)."""
+
+    exit_code = 1
+
+
 SparkJob = Callable[[SparkSession, JobConfig, str, Progress], dict[str, Any]]
 
 
@@ -81,17 +89,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = getattr(args, "debug", False)
     try:
         return int(args.handler(args))
-    except WinnowError as err:
+    except Exception as err:
         if debug:
             traceback.print_exc()
-        print(f"error: {one_line(str(err))}", file=sys.stderr)
-        return int(getattr(err, "exit_code", 2))
-    except Exception as err:  # not ours to explain: say what it was in one line, the traceback with --debug
-        if debug:
-            traceback.print_exc()
-        print(f"error: {args.job} failed: {type(err).__name__}: {first_line(err)}"
-              f"{'' if debug else ' (run with --debug for the traceback)'}", file=sys.stderr)  # fmt: skip
-        return 1
+        if isinstance(err, WinnowError):
+            message, code = one_line(str(err)), int(getattr(err, "exit_code", 2))
+        else:  # not ours to explain: what it was, in one line
+            message, code = f"{args.job} failed: {type(err).__name__}: {first_line(err)}", 1
+        # A failure with a cause worth reading (a Spark job, an unexpected error) says where the detail is.
+        unexpected = isinstance(err, JobFailedError) or not isinstance(err, WinnowError)
+        print(f"error: {message}{' (run with --debug for the traceback)' if unexpected and not debug else ''}",
+              file=sys.stderr)  # fmt: skip
+        return code
 
 
 def one_line(text: str) -> str:
@@ -129,12 +138,9 @@ def run_spark_job(
         summary = job(spark, config, run_id, progress)
     except WinnowError:
         raise
-    except Exception as err:  # a failed Spark job: one clear line, the detail with --debug
-        if getattr(args, "debug", False):
-            traceback.print_exc()
-        print(f"error: {args.job} run {run_id} failed, no _SUCCESS written: {type(err).__name__}: {first_line(err)}"
-              f"{'' if getattr(args, 'debug', False) else ' (run with --debug for the traceback)'}",
-              file=sys.stderr)  # fmt: skip
-        return 1
+    except Exception as err:  # a failed Spark job: one clear line (main prints it), the detail with --debug
+        raise JobFailedError(
+            f"{args.job} run {run_id} failed, no _SUCCESS written: {type(err).__name__}: {first_line(err)}"
+        ) from err
     print(render(summary))
     return 0

@@ -85,15 +85,21 @@ def create_if_absent(spark: SparkSession, path: str, data: bytes) -> bool:
     """
     local = _local_path(path)
     if local is not None:
-        os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
-        try:
-            descriptor = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(descriptor, "wb") as handle:
+        # Written whole under a temporary name, then linked into place: link() is atomic and fails if the name
+        # exists, so a reader never sees a half-written file and only one writer wins.
+        folder = os.path.dirname(local) or "."
+        os.makedirs(folder, exist_ok=True)
+        temporary = os.path.join(folder, f".{os.path.basename(local)}.{uuid.uuid4().hex}.tmp")
+        with open(temporary, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        try:
+            os.link(temporary, local)
+        except FileExistsError:
+            return False
+        finally:
+            os.remove(temporary)
         return True
     s3 = _s3_location(path)
     if s3 is not None:
@@ -102,9 +108,11 @@ def create_if_absent(spark: SparkSession, path: str, data: bytes) -> bool:
             client.put_object(Bucket=s3[0], Key=s3[1], Body=data, IfNoneMatch="*")
         except client.exceptions.ClientError as err:
             # 412: the object exists; 409: a concurrent conditional write to the same key is in progress.
-            if err.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
-                return False
-            raise
+            if err.response.get("Error", {}).get("Code") not in ("PreconditionFailed", "ConditionalRequestConflict"):
+                raise
+            # A retry of our own write whose first answer was lost also gets 412: the object is then ours (the
+            # documents written here are unique: they carry a random token or id).
+            return read_bytes(spark, path) == data
         return True
     fs = FileSystem(spark)
     hadoop_fs, hpath = fs._resolve(path)

@@ -121,17 +121,37 @@ def json_line_problem(line: Column) -> Column:
 
 
 def check_json_lines(spark: SparkSession, path: str, shown: int = 3) -> None:
-    """Raises: InvalidInputError: lines that are not JSON objects or repeat a key, the first few named."""
-    lines = spark.read.option("recursiveFileLookup", "true").text(path)
-    problem = json_line_problem(F.col("value"))
+    """Check JSON lines before Spark's JSON reader infers columns from them (it fails on a repeated key and
+    turns a malformed line into a `_corrupt_record` column). Blank lines are skipped, as that reader does.
+
+    Raises:
+        InvalidInputError: lines that are not JSON objects or repeat a key (the first few named, in file order),
+            or keys that differ only in case across lines (one column for Spark).
+    """
+    lines = spark.read.option("recursiveFileLookup", "true").text(path).where(F.trim("value") != "")
     file = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/")
-    bad = lines.select(file.alias("file"), "value", problem.alias("problem")).where(F.col("problem").isNotNull())
+    bad = lines.select(
+        file.alias("file"), F.monotonically_increasing_id().alias("at"), "value",
+        json_line_problem(F.col("value")).alias("problem"),
+    ).where(F.col("problem").isNotNull())  # fmt: skip
     count = bad.count()
     if count:
         examples = "; ".join(
-            f"{row['file']}: {row['problem']}: {row['value'][:120]!r}" for row in bad.limit(shown).collect()
+            f"{row['file']}: {row['problem']}: {row['value'][:120]!r}"
+            for row in bad.orderBy("file", "at").limit(shown).collect()
         )
         raise InvalidInputError(f"--input: {count:,} JSON line(s) are no records, nothing written: {examples}")
+    keys = lines.select(F.explode(F.json_object_keys("value")).alias("key")).distinct()
+    clashes = sorted(
+        sorted(row["spellings"])
+        for row in keys.groupBy(F.lower("key")).agg(F.collect_list("key").alias("spellings")).collect()
+        if len(row["spellings"]) > 1
+    )
+    if clashes:
+        raise InvalidInputError(
+            f"--input: keys {', '.join('/'.join(spelling) for spelling in clashes[:shown])} differ only in case "
+            "across lines, and would be one column; allowed: one spelling per key, nothing written"
+        )
 
 
 def unranked() -> Column:
@@ -182,6 +202,8 @@ def _writer_frame(frame: DataFrame, fmt: Format, error_column: str | None, extra
     columns = [F.col(f"`{name}`") for name in user_columns(frame)]
     if error_column:
         columns.append(F.col(error_column).alias("_error"))
+        if fmt == "csv":  # the row as read when its fields did not fit the header (else empty): nothing lost
+            columns.append(F.col(WRONG_WIDTH).alias("_line"))
     return frame.select(*columns, *extra)
 
 
@@ -190,7 +212,8 @@ def write_records(
 ) -> None:
     """Write records in `fmt`, each file in input order; `error_column` adds the error reason.
 
-    csv: the input's columns (plus `_error`), with a header. jsonl: the raw lines, or for errors
+    csv: the input's columns (plus `_error`, and `_line`: the row as read when its number of fields is not the
+    header's), with a header. jsonl: the raw lines, or for errors
     `{"line": raw line, "error": reason}`. parquet: the input's columns (plus `_error`).
     `partition_by` writes one `partition_by=value/` folder per value (the column is not in the files).
     """

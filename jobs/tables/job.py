@@ -241,13 +241,16 @@ def select(spark: SparkSession, table: str, output: str, final: bool, fmt_text: 
 
 
 def _check_replaceable(storage: Storage, target: str) -> None:
-    """`select` replaces its output folder only if it is empty or an earlier output (Spark's part files, `_SUCCESS`).
+    """`select` replaces its output folder only if it is empty or an earlier select's output: Spark's `part-*`
+    files and `_SUCCESS` (a keyed run's `unique/` holds part files too, but no `_SUCCESS`).
 
     Raises:
         InvalidArgumentError: the folder holds anything else.
     """
-    foreign = [name for name in storage.children(target)
-               if not name.startswith(("part-", ".", SUCCESS_MARKER))]  # fmt: skip
+    names = [name for name in storage.children(target) if not name.startswith(".")]
+    foreign = [name for name in names if not name.startswith(("part-", SUCCESS_MARKER))]
+    if names and SUCCESS_MARKER not in names:
+        foreign = foreign or ["files without a _SUCCESS"]
     if foreign:
         raise InvalidArgumentError(
             f"--output: {target} holds {', '.join(foreign[:5])}, which a select does not write; it is not replaced. "

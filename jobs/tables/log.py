@@ -139,6 +139,7 @@ class TableLog:
                 folder is removed first, so nothing of it is left.
         """
         number = document["commit"]
+        document = {**document, "commit_id": uuid.uuid4().hex}  # unique, so a retried write can know its own
         try:
             self.fs.create_exclusive(self.commit_path(number), json.dumps(document, indent=2) + "\n")
         except ConcurrentCommitError:

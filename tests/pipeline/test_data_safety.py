@@ -118,6 +118,7 @@ def test_create_if_absent_uses_s3_conditional_writes(spark: SparkSession) -> Non
         path = "s3://out-bucket/deduplicated/_leases/run=1.json"
         assert create_if_absent(spark, path, b"first")
         assert not create_if_absent(spark, path, b"second")
+        assert create_if_absent(spark, path, b"first")  # a retry of a write that landed: it is ours
         body = boto3.client("s3").get_object(Bucket="out-bucket", Key="deduplicated/_leases/run=1.json")["Body"]
         assert body.read() == b"first"
 
@@ -393,6 +394,9 @@ def bare_aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pyt
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there: nothing leaves the host
+    import boto3
+
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # it caches the credentials earlier tests resolved
     return monkeypatch
 
 

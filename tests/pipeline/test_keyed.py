@@ -91,9 +91,9 @@ def test_bad_records_go_to_error_with_their_reason(spark: SparkSession, tmp_path
     data = write_csv(tmp_path / "in" / "a.csv", "id,t", ["a,1", ",2", "b,", "c,abc", "d,4"])
     summary = keyed(spark, tmp_path, data, expiry_key="t", expiry_period="10")
     assert rows(spark, tmp_path, "error") == [
-        ("", "2", "key field 'id' is missing or null"),
-        ("b", "", "expiry field 't' is missing or null"),
-        ("c", "abc", "expiry field 't' is not a number"),
+        ("", "2", "key field 'id' is missing or null", ""),
+        ("b", "", "expiry field 't' is missing or null", ""),
+        ("c", "abc", "expiry field 't' is not a number", ""),
     ]
     assert summary["counts"] == {"input": 5, "unique": 2, "duplicate": 0, "expired": 0, "error": 3}
     assert summary["errors_by_reason"]["expiry field 't' is not a number"] == 1
@@ -316,13 +316,14 @@ def output_lines(tmp_path: Path, outcome: str) -> list[str]:
 def test_csv_records_are_written_as_read_and_rows_of_another_width_are_errors(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    data = write_csv(tmp_path / "in" / "a.csv", "id,v", [" a ,1", "a,2", "b\x00c,3", "d,4,extra", "e", "f,"])
-    summary = keyed(spark, tmp_path, data.parent)
-    # " a " and "a" are two keys, written as they were read; the NUL stays in its key.
-    assert output_lines(tmp_path, "unique") == sorted([" a ,1", "a,2", "b\x00c,3", "f,"])
+    rows = [" a ,1", "a,2", "b\x00c,3", "\x00g,5", "d,4,extra", "e", "f,"]
+    summary = keyed(spark, tmp_path, write_csv(tmp_path / "in" / "a.csv", "id,v", rows).parent)
+    # " a " and "a" are two keys, written as they were read; a NUL stays in its key, leading or not.
+    assert output_lines(tmp_path, "unique") == sorted([" a ,1", "a,2", "b\x00c,3", "\x00g,5", "f,"])
     wrong = "the row's number of fields differs from the header's"
-    assert output_lines(tmp_path, "error") == sorted([f"d,4,{wrong}", f"e,,{wrong}"])
-    assert summary["counts"] == {"input": 6, "unique": 4, "duplicate": 0, "expired": 0, "error": 2}
+    # The row as read is kept beside the reason (`_line`): a long row's extra field is not lost.
+    assert output_lines(tmp_path, "error") == sorted([f'd,4,{wrong},"d,4,extra"', f"e,,{wrong},e"])
+    assert summary["counts"] == {"input": 7, "unique": 5, "duplicate": 0, "expired": 0, "error": 2}
 
 
 def test_a_number_too_large_for_the_expiry_is_out_of_range_not_not_a_number(

@@ -283,6 +283,12 @@ def test_select_replaces_only_an_earlier_select(
     assert main([*select, str(precious.parent)]) == 2
     assert "holds events.tsv, which a select does not write; it is not replaced" in capsys.readouterr().err
     assert precious.read_text() == "keep me"
+    unique = tmp_path / "keyed" / "unique"  # part files, but no _SUCCESS: another job's output
+    unique.mkdir(parents=True)
+    (unique / "part-00000-x.csv").write_text("id\na\n")
+    assert main([*select, str(unique)]) == 2
+    assert "holds files without a _SUCCESS, which a select does not write" in capsys.readouterr().err
+    assert (unique / "part-00000-x.csv").exists()
     assert main([*select, str(tmp_path / "export")]) == 0
     assert main([*select, str(tmp_path / "export")]) == 0  # an earlier select is replaced
 
@@ -319,3 +325,19 @@ def test_csv_rows_of_another_width_reject_the_insert(spark: SparkSession, tmp_pa
     out = tmp_path / "csv"
     job.select(spark, table.path, str(out), False, "csv")
     assert sorted(line for p in out.glob("part-*") for line in p.read_text().splitlines()[1:]) == [" a ,1", "a,2"]
+
+
+def test_json_keys_that_differ_only_in_case_across_lines_reject_the_insert(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = str(tmp_path / "t")
+    assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"id":"a","v":1}\n\n{"id":"b","V":2}\n', encoding="utf-8")  # a blank line is skipped
+    assert main(["table", "insert", "--table", table, "--input", str(data), "--format", "jsonl"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --input: keys V/v differ only in case across lines, and would be one column; allowed: one spelling "
+        "per key, nothing written"
+    )
+    data.write_text('{"id":"a","v":1}\n\n{"id":"b","v":2}\n', encoding="utf-8")
+    assert main(["table", "insert", "--table", table, "--input", str(data), "--format", "jsonl"]) == 0
