@@ -29,8 +29,9 @@ from jobs.errors import WinnowError
 from jobs.lake import FileSystem
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
-# Tests only: with this variable set to a folder, a writer that took its lease creates `held` there and waits
-# (at most BARRIER_SECONDS) for `go`, so a test can start a second writer at exactly that point.
+# Tests only: with this variable set to a folder, a writer that took its lease (or is about to commit a table
+# change) creates `held` there and waits (at most BARRIER_SECONDS) for `go`, so a test can start a second
+# writer at exactly that point.
 BARRIER_VARIABLE = "WINNOW_TEST_LEASE_BARRIER"
 BARRIER_SECONDS = 300
 
@@ -206,7 +207,7 @@ class Lease(ABC):
                 f"{self.target} is being written by {self.current_holder()}; nothing was written. If that run is no "
                 f"longer running (killed or crashed), {self.removal()} and run again"
             )
-        _wait_at_test_barrier()
+        wait_at_test_barrier()
 
     def current_holder(self) -> str:
         """The holder as the lease document says, for messages."""
@@ -253,7 +254,8 @@ class FileLease(Lease):
         return f"remove its lease {self.path}"
 
 
-def _wait_at_test_barrier() -> None:
+def wait_at_test_barrier() -> None:
+    """Tests only (see BARRIER_VARIABLE): a point where a second writer can be started deterministically."""
     folder = os.environ.get(BARRIER_VARIABLE)
     if not folder:
         return

@@ -78,6 +78,41 @@ def test_a_second_writer_of_a_run_folder_fails_fast_naming_the_first(tmp_path: P
     assert not (output / "_leases" / f"run={RUN_ID}.json").exists()  # released
 
 
+@pytest.mark.slow  # two Spark processes
+def test_two_table_inserts_at_once_one_commits_the_other_leaves_nothing(tmp_path: Path) -> None:
+    table, barrier = tmp_path / "table", tmp_path / "barrier"
+    barrier.mkdir()
+    (tmp_path / "first.csv").write_text("id,v\nx,1\ny,2\n")
+    (tmp_path / "second.csv").write_text("id,v\nw,9\n")
+    create = ["table", "create", "--table", str(table), "--engine", "replacing", "--key", "id"]
+    assert (
+        subprocess.run([sys.executable, "-m", "jobs", *create], cwd=ROOT, capture_output=True, timeout=300).returncode
+        == 0
+    )
+
+    def insert(name: str) -> list[str]:
+        return ["table", "insert", "--table", str(table), "--input", str(tmp_path / name), "--format", "csv"]
+
+    first = jobs_process(*insert("first.csv"), env={BARRIER_VARIABLE: str(barrier)})
+    try:
+        wait_for(barrier / "held", first)  # the first insert wrote its part and is about to commit
+        second = subprocess.run([sys.executable, "-m", "jobs", *insert("second.csv")], cwd=ROOT, capture_output=True,
+                                text=True, timeout=300)  # fmt: skip
+        (barrier / "go").touch()
+        _, err = first.communicate(timeout=300)
+    finally:
+        first.kill()
+    assert second.returncode == 0, second.stderr
+    assert first.returncode == 1
+    assert last_error_line(err).startswith(
+        f"error: insert on {table} not committed: commit 1 was taken first by insert (committed at "
+    )
+    # Only the winner's part is left, and only its rows are in the table.
+    (part,) = (table / "parts").iterdir()
+    assert json.loads((table / "_log" / f"{1:020d}.json").read_text())["parts"][0]["id"] == part.name
+    assert not (table / "_log" / f"{2:020d}.json").exists()
+
+
 def test_a_stale_lease_stops_the_run_until_it_is_removed(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
