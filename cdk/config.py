@@ -11,6 +11,7 @@ time, and deployed as `config.json` next to the job artifacts.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,11 +180,15 @@ class ScheduleConfig:
         )
 
 
+# The wait before a failed job run is retried; it doubles with each retry (the state machine's backoff rate 2).
+RETRY_INTERVAL_SECONDS = 120
+
+
 @dataclass(frozen=True, kw_only=True)
 class PipelineConfig:
     """How a pipeline run behaves."""
 
-    timeout_minutes: int = 360
+    timeout_minutes: int = 490
     """The whole run (both jobs, retries included) fails after this many minutes."""
     job_retries: int = 1
     """How many times a failed job run is retried (the jobs are rerun-safe), 0 to 3."""
@@ -252,13 +257,23 @@ class EnvConfig(EnvSettings):
         )
         reserved = sorted({"project", "env"} & set(self.tags))
         _check(not reserved, "tags", reserved, "any tag key but project and env (set by the app)")
-        # Run minutes must cover both jobs at their timeout, or a slow run is cut short by the state machine.
+        # Run minutes must cover both jobs at their timeout, every retry and the waits between, or a slow run that
+        # retries is cut short by the state machine.
+        needed = self.minimum_pipeline_minutes()
         _check(
-            self.pipeline.timeout_minutes >= 2 * self.emr.job_timeout_minutes,
+            self.pipeline.timeout_minutes >= needed,
             "pipeline.timeout_minutes",
             self.pipeline.timeout_minutes,
-            f"at least 2 x emr.job_timeout_minutes ({2 * self.emr.job_timeout_minutes})",
+            f"at least {needed}: 2 jobs x (1 + pipeline.job_retries) x emr.job_timeout_minutes, plus the waits "
+            "before retries",
         )
+
+    def minimum_pipeline_minutes(self) -> int:
+        """Both jobs at their timeout on every attempt, plus the retry waits (doubling from RETRY_INTERVAL_SECONDS)."""
+        retries = self.pipeline.job_retries
+        waits = RETRY_INTERVAL_SECONDS * ((1 << retries) - 1)  # 2, then 4, 8 … minutes
+        per_job = (1 + retries) * self.emr.job_timeout_minutes * 60 + waits
+        return math.ceil(2 * per_job / 60)
 
 
 def load_config(env: str, config_dir: Path = CONFIG_DIR) -> EnvConfig:

@@ -64,6 +64,8 @@ class JobArtifacts(Construct):
         super().__init__(scope, construct_id)
         self.version = artifacts_version(props.build_dir, props.job_config)
         self.prefix = f"{props.key_prefix}{self.version}/"
+        self.root = props.key_prefix
+        """Where all versions live: runs started before a deploy (or redriven after it) read their own version."""
         self.deployment = s3deploy.BucketDeployment(
             self,
             "Upload",

@@ -33,7 +33,7 @@ class JobExecutionRoleProps:
     """The only table the jobs touch: PutItem, Query, GetItem/DeleteItem (the writer lease), DescribeTable, DescribeTimeToLive."""
     artifacts_bucket: s3.IBucket
     artifacts_prefix: str
-    """The deployed artifacts version the jobs read (entrypoint, package, dependencies, config)."""
+    """Where the artifacts versions live (all of them: a run started before a deploy reads its own version)."""
     log_bucket: s3.IBucket
     log_prefix: str
     """Where EMR writes the job runs' logs."""

@@ -16,7 +16,7 @@ from cdk.components.pipeline_monitoring import (
 )
 from cdk.components.pipeline_schedule import PipelineSchedule, PipelineScheduleProps
 from cdk.components.pipeline_state_machine import PipelineStateMachine, PipelineStateMachineProps
-from cdk.config import EnvConfig
+from cdk.config import RETRY_INTERVAL_SECONDS, EnvConfig
 from cdk.naming import resource_names
 from cdk.stacks.processing_stack import DEDUP_PREFIX, SHRED_PREFIX, ProcessingStack
 
@@ -61,6 +61,7 @@ class OrchestrationStack(Stack):
                 failure_topic=self.failure_topic,
                 job_timeout_minutes=config.emr.job_timeout_minutes,
                 job_retries=config.pipeline.job_retries,
+                retry_interval_seconds=RETRY_INTERVAL_SECONDS,
                 timeout=Duration.minutes(config.pipeline.timeout_minutes),
                 retain_logs=config.retain_data,
             ),

@@ -82,7 +82,7 @@ class ProcessingStack(Stack):
                 output_prefixes=(DEDUP_PREFIX, SHRED_PREFIX),
                 manifest_table=manifest_table,
                 artifacts_bucket=artifacts_bucket,
-                artifacts_prefix=self.artifacts.prefix,
+                artifacts_prefix=self.artifacts.root,  # every version: versions are immutable
                 log_bucket=job_logs_bucket,
                 log_prefix=JOB_LOG_PREFIX,
                 metrics_namespace=METRICS_NAMESPACE,

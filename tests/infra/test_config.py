@@ -66,7 +66,10 @@ def test_a_bad_job_key_fails_at_synth_time() -> None:
         ({"alarm": {"emails": ["ops"]}}, r"alarm.emails: given \[\"ops\"\]; allowed: email addresses"),
         ({"account": "12345"}, r"account: given \"12345\"; allowed: null or a 12-digit account id"),
         ({"tags": {"env": "x"}}, r"tags: given \[\"env\"\]"),
-        ({"pipeline": {"timeout_minutes": 60}}, r"pipeline.timeout_minutes: given 60; allowed: at least 2 x"),
+        (
+            {"pipeline": {"timeout_minutes": 60}},
+            r"pipeline.timeout_minutes: given 60; allowed: at least 244: 2 jobs x \(1 \+ pipeline.job_retries\)",
+        ),
         ({"retain_data": "yes"}, r"retain_data: given \"yes\"; allowed: true or false"),
     ],
 )
@@ -107,3 +110,12 @@ def test_emr_release_ships_the_spark_of_the_local_pyspark_pin(env: str) -> None:
     pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", (ROOT / "requirements.txt").read_text(encoding="utf-8"), re.M))
     spark = EMR_SPARK_VERSIONS[load_config(env).emr.release_label]
     assert (spark, spark) == (pins["pyspark"], version("pyspark"))
+
+
+def test_the_pipeline_timeout_covers_every_retry_of_both_jobs() -> None:
+    prod = load_config("prod")
+    # 2 jobs x (1 + 1 retry) x 180 minutes + 2 minutes before each retry.
+    assert prod.minimum_pipeline_minutes() == 724 <= prod.pipeline.timeout_minutes
+    three = dev_data(emr={"job_timeout_minutes": 60}, pipeline={"timeout_minutes": 497, "job_retries": 3})
+    with pytest.raises(EnvConfigError, match=r"pipeline.timeout_minutes: given 497; allowed: at least 508: "):
+        config_from_data("dev", three)  # waits 2 + 4 + 8 minutes per job

@@ -21,7 +21,7 @@ def test_flow_works_out_the_run_then_dedup_then_shred(dev: Synthesized) -> None:
         order.append(state)
         state = asl["States"][state].get("Next")
     assert order == ["Defaults", "MergeInput", "RunIdFromTime", "Run", "JobArguments", "Dedup", "Shred", "Succeeded"]
-    assert asl["TimeoutSeconds"] == 180 * 60
+    assert asl["TimeoutSeconds"] == 250 * 60  # dev: both jobs, one retry each, the waits
 
 
 def test_run_id_comes_from_the_scheduled_time_unless_given(dev: Synthesized) -> None:

@@ -55,7 +55,7 @@ def test_job_role_is_assumed_by_emr_serverless_only(dev: Synthesized) -> None:
 
 def test_job_role_has_exactly_the_statements_the_jobs_need(dev: Synthesized) -> None:
     statements = policy_statements(dev.template("Processing"), "JobRole")  # CDK sorts the actions
-    prefix = f"jobs/{version_of(dev)}/*"
+    prefix = "jobs/*"  # every artifacts version: a run started before a deploy still reads its own
     assert statements == [
         {"Sid": "ReadInput", "Action": "s3:GetObject", "Effect": "Allow", "Resource": s3_arn("input", "enriched*")},
         {
