@@ -15,6 +15,8 @@ from cdk.stacks.orchestration_stack import OrchestrationStack
 from cdk.stacks.processing_stack import ProcessingStack
 from cdk.stacks.storage_stack import StorageStack
 
+EMR_APPLICATION = "AWS::EMRServerless::Application"
+
 CDK_JSON = Path(__file__).resolve().parent.parent / "cdk.json"
 
 
@@ -78,6 +80,8 @@ def build_pipeline(app: cdk.App, config: EnvConfig, build_dir: Path, account: st
         tags = cdk.Tags.of(stack)
         tags.add("project", PROJECT)
         tags.add("env", config.env)
+        # The configurable tags change with the config; a change to the EMR application fails while it is STARTED
+        # (during runs and its idle timeout), so it keeps only the fixed project and env tags.
         for key, value in config.tags.items():
-            tags.add(key, value)
+            tags.add(key, value, exclude_resource_types=[EMR_APPLICATION])
     return pipeline

@@ -205,3 +205,12 @@ def test_version_changes_with_code_or_config_and_only_then(build_dir: Path, tmp_
 def test_missing_build_says_to_run_make_package(tmp_path: Path) -> None:
     with pytest.raises(ArtifactsNotBuiltError, match=r"missing " + ", ".join(BUILD_FILES) + r"; run `make package`"):
         artifacts_version(tmp_path, {})
+
+
+def test_the_spark_application_keeps_only_the_fixed_tags(prod: Synthesized) -> None:
+    """A tag change would update the application, which fails while it is STARTED: only project and env reach it."""
+    template = prod.template("Processing")
+    app = only(template, "AWS::EMRServerless::Application")["Properties"]
+    assert sorted((tag["Key"], tag["Value"]) for tag in app["Tags"]) == [("env", "prod"), ("project", "winnow")]
+    role = next(iter(resources(template, "AWS::IAM::Role").values()))["Properties"]
+    assert {"owner", "cost-center"} <= {tag["Key"] for tag in role["Tags"]}
