@@ -1,7 +1,7 @@
 """One writer at a time: an exclusive lease file, created only if absent.
 
 A job that writes a run folder (or any other single-writer target) first creates its lease file. The create
-is atomic and exclusive where the store allows it: `O_EXCL` on local paths, S3's conditional write
+is atomic and exclusive where the store allows it: a temporary file linked into place on local paths, S3's conditional write
 (`If-None-Match: *`) on `s3://`, Hadoop's create-without-overwrite elsewhere (atomic on HDFS). The lease holds
 who wrote it (job, run id, host, pid, start time) and a random token; a second writer finds it and fails
 fast, naming the holder. The holder removes the lease when it ends, whether it completed or failed. A writer
@@ -81,7 +81,8 @@ def _s3_client() -> Any:
 def create_if_absent(spark: SparkSession, path: str, data: bytes) -> bool:
     """Create `path` holding `data` unless it exists: True when this call created it, False when it existed.
 
-    Exclusive against concurrent callers on local paths (O_EXCL) and on S3 (conditional write); elsewhere as
+    Exclusive against concurrent callers on local paths (link(), which fails if the name exists) and on S3
+    (conditional write); elsewhere as
     exclusive as the file system's create-without-overwrite.
     """
     local = _local_path(path)
