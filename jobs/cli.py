@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 
 from jobs.config import JobConfig, load_config
 from jobs.errors import WinnowError
+from jobs.incremental import NothingToDo
 from jobs.runs import new_run_id, run_timestamp
 
 # Modules with a `register(subparsers)` function, in the order `--help` lists them.
@@ -136,6 +137,9 @@ def run_spark_job(
     spark = spark_session(config.spark, app_name=f"winnow-{args.job}")
     try:
         summary = job(spark, config, run_id, progress)
+    except NothingToDo as nothing:  # an incremental run with no new input: no run is written, and that is fine
+        print(f"{args.job} run {run_id}: {nothing}")
+        return 0
     except WinnowError:
         raise
     except Exception as err:  # a failed Spark job: one clear line (main prints it), the detail with --debug

@@ -12,6 +12,7 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -78,6 +79,34 @@ class InputConfig:
     skip_unreadable: bool = False
     """Skip input files that do not read whole (corrupt gzip, unreadable) and list them in summary.json; by
     default such a file stops the run before it writes anything."""
+    since: str | None = None
+    """Incremental runs: read only files whose time (from `run=…/` or `YYYY/MM/DD/HH/` in the path, else the
+    modification time) is at or after this ISO 8601 time (UTC unless an offset is given). `--since` overrides."""
+    until: str | None = None
+    """Incremental runs: only files whose time is before this. `--until` overrides."""
+    max_files: int | None = None
+    """Incremental runs: at most this many files per run (oldest first); a backlog takes several runs."""
+    max_bytes: int | None = None
+    """Incremental runs: at most this many bytes per run (at least one file is always read)."""
+    skip_changed: bool = False
+    """Incremental runs: leave out, and list in summary.json, files that changed after a run read them; by
+    default such a file stops the run before it writes anything."""
+
+    def __post_init__(self) -> None:
+        for name in ("since", "until"):
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    datetime.fromisoformat(value)
+                except ValueError:
+                    raise InvalidConfigError(
+                        f"input.{name}: given {json.dumps(value)}; allowed: an ISO 8601 date or time, "
+                        "e.g. 2026-11-01 or 2026-11-01T06:00:00Z"
+                    ) from None
+        for name in ("max_files", "max_bytes"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InvalidConfigError(f"input.{name}: given {value}; allowed: a whole number of 1 or more, or null")
 
 
 @dataclass(frozen=True)

@@ -161,10 +161,12 @@ class Input:
     path: str
     files: tuple[str, ...]
     unreadable: tuple[UnreadableFile, ...] = ()
+    whole: bool = True
+    """True when the input is every file under `path` (not a selection of them)."""
 
     def lines(self, spark: SparkSession) -> DataFrame:
         """The lines of the readable files (column `value`)."""
-        if not self.unreadable:
+        if self.whole and not self.unreadable:
             return read_lines(spark, self.path)
         return spark.read.text(list(self.files))
 
@@ -173,17 +175,18 @@ class Input:
         return {"files": len(self.files), "unreadable": [asdict(skipped) for skipped in self.unreadable]}
 
 
-def open_input(spark: SparkSession, path: str, skip_unreadable: bool) -> Input:
+def open_input(spark: SparkSession, path: str, skip_unreadable: bool, selected: Sequence[str] | None = None) -> Input:
     """List the input files and read each one whole once (a line count), before the run writes anything.
 
     A truncated gzip or an unreadable file would otherwise fail the run halfway, after the manifest was
     written; here it stops the run (or, with `skip_unreadable`, is left out and listed) before any write.
+    `selected`: read only these files under `path` (an incremental run's), not all of them.
 
     Raises:
         InputNotFoundError: the path does not exist or holds no input files.
         UnreadableInputError: files that do not read whole, each named (unless `skip_unreadable`).
     """
-    lines = read_lines(spark, path)
+    lines = read_lines(spark, path) if selected is None else spark.read.text(list(selected))
     files = tuple(sorted(lines.inputFiles()))
     if not files:
         raise InputNotFoundError(
@@ -196,7 +199,7 @@ def open_input(spark: SparkSession, path: str, skip_unreadable: bool) -> Input:
         if not unreadable:
             raise  # no file fails on its own: not an input problem
     else:
-        return Input(path, files)
+        return Input(path, files, whole=selected is None)
     if not skip_unreadable:
         raise UnreadableInputError(
             f"--input: {len(unreadable)} of {len(files)} file(s) cannot be read, nothing was written: "
@@ -204,7 +207,7 @@ def open_input(spark: SparkSession, path: str, skip_unreadable: bool) -> Input:
             + ". Replace or remove them, or set input.skip_unreadable: true to skip them (listed in summary.json)"
         )
     skipped = {file.path for file in unreadable}
-    return Input(path, tuple(name for name in files if name not in skipped), tuple(unreadable))
+    return Input(path, tuple(name for name in files if name not in skipped), tuple(unreadable), selected is None)
 
 
 def _unreadable_files(spark: SparkSession, files: Sequence[str]) -> list[UnreadableFile]:

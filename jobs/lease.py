@@ -11,7 +11,6 @@ removing it, once you know that writer is gone, lets the next run start (README 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
@@ -20,15 +19,13 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
-from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
+from jobs import store
 from jobs.errors import WinnowError
 from jobs.lake import FileSystem
 
-S3_SCHEMES = ("s3", "s3a", "s3n")
 # Tests only: with this variable set to a folder, a writer that took its lease (or is about to commit a table
 # change) creates `held` there and waits (at most BARRIER_SECONDS) for `go`, so a test can start a second
 # writer at exactly that point.
@@ -62,60 +59,14 @@ class Holder:
         return f"{self.job} run {self.run_id} (host {self.host}, pid {self.pid}, since {self.started_at})"
 
 
-def _local_path(path: str) -> str | None:
-    parsed = urlparse(path)
-    return path.removeprefix("file:") if parsed.scheme in ("", "file") else None
-
-
-def _s3_location(path: str) -> tuple[str, str] | None:
-    parsed = urlparse(path)
-    return (parsed.netloc, parsed.path.lstrip("/")) if parsed.scheme in S3_SCHEMES else None
-
-
-def _s3_client() -> Any:
-    import boto3
-
-    return boto3.client("s3")
-
-
 def create_if_absent(spark: SparkSession, path: str, data: bytes) -> bool:
     """Create `path` holding `data` unless it exists: True when this call created it, False when it existed.
 
-    Exclusive against concurrent callers on local paths (link(), which fails if the name exists) and on S3
-    (conditional write); elsewhere as
-    exclusive as the file system's create-without-overwrite.
+    Exclusive against concurrent callers on local paths and S3 (`jobs.store.create_if_absent`); on other
+    file systems as exclusive as Hadoop's create-without-overwrite.
     """
-    local = _local_path(path)
-    if local is not None:
-        # Written whole under a temporary name, then linked into place: link() is atomic and fails if the name
-        # exists, so a reader never sees a half-written file and only one writer wins.
-        folder = os.path.dirname(local) or "."
-        os.makedirs(folder, exist_ok=True)
-        temporary = os.path.join(folder, f".{os.path.basename(local)}.{uuid.uuid4().hex}.tmp")
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(temporary, local)
-        except FileExistsError:
-            return False
-        finally:
-            os.remove(temporary)
-        return True
-    s3 = _s3_location(path)
-    if s3 is not None:
-        client = _s3_client()
-        try:
-            client.put_object(Bucket=s3[0], Key=s3[1], Body=data, IfNoneMatch="*")
-        except client.exceptions.ClientError as err:
-            # 412: the object exists; 409: a concurrent conditional write to the same key is in progress.
-            if err.response.get("Error", {}).get("Code") not in ("PreconditionFailed", "ConditionalRequestConflict"):
-                raise
-            # A retry of our own write whose first answer was lost also gets 412: the object is then ours (the
-            # documents written here are unique: they carry a random token or id).
-            return read_bytes(spark, path) == data
-        return True
+    if store.supported(path):
+        return store.create_if_absent(path, data)
     fs = FileSystem(spark)
     hadoop_fs, hpath = fs._resolve(path)
     if hadoop_fs.exists(hpath):
@@ -135,21 +86,8 @@ def create_if_absent(spark: SparkSession, path: str, data: bytes) -> bool:
 
 def read_bytes(spark: SparkSession, path: str) -> bytes | None:
     """The content of `path`, or None when it does not exist."""
-    local = _local_path(path)
-    if local is not None:
-        try:
-            with open(local, "rb") as handle:
-                return handle.read()
-        except FileNotFoundError:
-            return None
-    s3 = _s3_location(path)
-    if s3 is not None:
-        client = _s3_client()
-        try:
-            body: bytes = client.get_object(Bucket=s3[0], Key=s3[1])["Body"].read()
-        except client.exceptions.NoSuchKey:
-            return None
-        return body
+    if store.supported(path):
+        return store.read_bytes(path)
     fs = FileSystem(spark)
     hadoop_fs, hpath = fs._resolve(path)
     if not hadoop_fs.exists(hpath):
@@ -162,16 +100,10 @@ def read_bytes(spark: SparkSession, path: str) -> bytes | None:
 
 
 def delete_file(spark: SparkSession, path: str) -> None:
-    local = _local_path(path)
-    if local is not None:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(local)
-        return
-    s3 = _s3_location(path)
-    if s3 is not None:
-        _s3_client().delete_object(Bucket=s3[0], Key=s3[1])
-        return
-    FileSystem(spark).delete(path)
+    if store.supported(path):
+        store.delete(path)
+    else:
+        FileSystem(spark).delete(path)
 
 
 class Lease(ABC):

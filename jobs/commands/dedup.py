@@ -8,6 +8,8 @@ from typing import Any
 
 from jobs.cli import add_run_options, run_spark_job
 from jobs.config import SYNTHETIC_STRATEGIES, JobConfig
+from jobs.errors import InvalidArgumentError
+from jobs.incremental import Window, parse_time
 
 SYNTHETIC_HELP = (
     "what to do with synthetic duplicates (same event_id, different fingerprint): "
@@ -29,6 +31,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--output", required=True, metavar="OUT", help="the output folder; the run writes OUT/run=ID/")
     add_run_options(parser)
     add_dedup_options(parser)
+    add_incremental_options(parser)
     parser.set_defaults(handler=handle)
 
 
@@ -49,12 +52,63 @@ def add_dedup_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_incremental_options(parser: argparse.ArgumentParser) -> None:
+    """`--incremental` and its window and caps, which `dedup` and `run` share."""
+    parser.add_argument(
+        "--incremental",
+        action="store_true",
+        help="read only the files under IN that no earlier run into OUT read (the ledger OUT/_ledger/), oldest "
+        "first; a retry of the same --run-id reads the same files. Nothing new: exit 0, 'nothing to do', no run",
+    )
+    parser.add_argument("--since", metavar="TIME", help="with --incremental: files of this time or later (default: "
+                        "input.since); a file's time comes from run=…/ or YYYY/MM/DD/HH/ in its path, else its "
+                        "modification time")  # fmt: skip
+    parser.add_argument("--until", metavar="TIME", help="with --incremental: files before this time (input.until)")
+    parser.add_argument(
+        "--max-files", type=int, metavar="N", help="with --incremental: at most N files (input.max_files)"
+    )
+    parser.add_argument(
+        "--max-bytes", type=int, metavar="N", help="with --incremental: at most N bytes (input.max_bytes)"
+    )
+
+
+def incremental_window(args: argparse.Namespace, config: JobConfig) -> Window | None:
+    """The window of an `--incremental` run (options over the config's `input`), or None without `--incremental`.
+
+    Raises:
+        InvalidArgumentError: a window option without `--incremental`, or a bad value.
+    """
+    options = {
+        "--since": args.since,
+        "--until": args.until,
+        "--max-files": args.max_files,
+        "--max-bytes": args.max_bytes,
+    }
+    if not args.incremental:
+        given = [name for name, value in options.items() if value is not None]
+        if given:
+            raise InvalidArgumentError(f"{given[0]}: given without --incremental; allowed: only with --incremental")
+        return None
+    for name in ("--max-files", "--max-bytes"):
+        if options[name] is not None and options[name] < 1:
+            raise InvalidArgumentError(f"{name}: given {options[name]}; allowed: a whole number of 1 or more")
+    since, until = args.since or config.input.since, args.until or config.input.until
+    return Window(
+        since=parse_time("--since", since) if since else None,
+        until=parse_time("--until", until) if until else None,
+        max_files=args.max_files if args.max_files is not None else config.input.max_files,
+        max_bytes=args.max_bytes if args.max_bytes is not None else config.input.max_bytes,
+        skip_changed=config.input.skip_changed,
+    )
+
+
 def with_dedup_options(args: argparse.Namespace, config: JobConfig) -> JobConfig:
-    """The config with `--synthetic` and `--manifest` applied over it."""
+    """The config with `--synthetic` and `--manifest` applied over it (the incremental options checked)."""
     if args.synthetic is not None:
         config = dataclasses.replace(config, dedup=dataclasses.replace(config.dedup, synthetic=args.synthetic))
     if args.manifest is not None:
         config = dataclasses.replace(config, manifest=dataclasses.replace(config.manifest, uri=args.manifest))
+    incremental_window(args, config)  # a bad window option is a usage error before Spark starts
     return config
 
 
@@ -65,7 +119,14 @@ def handle(args: argparse.Namespace) -> int:
     return run_spark_job(
         args,
         lambda spark, config, run_id, progress: job.run(
-            spark, config, args.input, args.output, run_id, progress, create_manifest=args.create
+            spark,
+            config,
+            args.input,
+            args.output,
+            run_id,
+            progress,
+            create_manifest=args.create,
+            incremental=incremental_window(args, config),
         ),
         render,
         lambda config: with_dedup_options(args, config),

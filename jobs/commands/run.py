@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from jobs.cli import add_run_options, run_spark_job
-from jobs.commands.dedup import add_dedup_options, with_dedup_options
+from jobs.commands.dedup import add_dedup_options, add_incremental_options, incremental_window, with_dedup_options
 from jobs.commands.shred import add_format_option
 from jobs.config import JobConfig
 from jobs.lake import absolute, check_apart
@@ -28,6 +28,7 @@ def register(subparsers: Any) -> None:
     )
     add_run_options(parser)
     add_dedup_options(parser)
+    add_incremental_options(parser)
     add_format_option(parser)
     parser.set_defaults(handler=handle)
 
@@ -40,7 +41,14 @@ def handle(args: argparse.Namespace) -> int:
         output = args.output.rstrip("/")
         check_apart("--output", absolute(output), {"--input": absolute(args.input)})
         deduplicated = dedup_job.run(
-            spark, config, args.input, f"{output}/{DEDUPLICATED}", run_id, progress, create_manifest=args.create
+            spark,
+            config,
+            args.input,
+            f"{output}/{DEDUPLICATED}",
+            run_id,
+            progress,
+            create_manifest=args.create,
+            incremental=incremental_window(args, config),
         )
         shredded = shred_job.run(
             spark, config, f"{deduplicated['output']}/good", f"{output}/{SHREDDED}", run_id, progress, args.format

@@ -28,6 +28,7 @@ from jobs.dedup.inbatch import (
     decide_lines,
     with_row_ids,
 )  # fmt: skip
+from jobs.incremental import Window, plan_run
 from jobs.lake import Input, RunFolder, absolute, check_apart, open_input, require_input
 from jobs.manifest import Manifest, ManifestStats, open_manifest
 from jobs.manifest.lease import writer_lease
@@ -107,26 +108,43 @@ def run(
     run_id: str,
     progress: Progress = lambda message: None,
     create_manifest: bool = False,
+    incremental: Window | None = None,
 ) -> dict[str, Any]:
-    """Run the dedup job and return its summary (also written as `summary.json`)."""
+    """Run the dedup job and return its summary (also written as `summary.json`).
+
+    With `incremental`, the run reads only the input files its ledger entry lists (`jobs.incremental`: its own
+    entry on a retry, else the new files in the window, recorded first).
+
+    Raises:
+        NothingToDo: `incremental` and no new input file (nothing is written).
+    """
     started_at, started = datetime.now(UTC), time.monotonic()
     run_time = run_timestamp(run_id)
     input_path, output_path = absolute(input_path), absolute(output_path)
     require_input(spark, input_path)
     check_apart("--output", output_path, {"--input": input_path})
     manifest = manifest_for(config, create_manifest)  # before any work: a wrong table stops the run here
+    plan = None
+    if incremental is not None:
+        progress(f"finding the input files under {input_path} no earlier run into {output_path} read")
+        plan = plan_run(input_path, output_path, run_id, incremental)
+        progress(
+            f"{'reading again' if plan.reused else 'reading'} the {len(plan.files):,} file(s) of ledger entry "
+            f"{plan.entry}"
+            + (f"; {plan.backlog_files:,} newer file(s) left for later runs" if plan.backlog_files else "")
+        )
     folder = RunFolder(spark, output_path, run_id, "dedup", sorted(set(OUTPUT_FOLDERS.values())))
     manifest_lease = writer_lease(spark, manifest, "dedup", run_id) if manifest else contextlib.nullcontext()
     with folder.writing(), manifest_lease:
         progress(f"reading every input file under {input_path} once")
-        source = open_input(spark, input_path, config.input.skip_unreadable)
+        source = open_input(spark, input_path, config.input.skip_unreadable, plan.paths if plan else None)
         summary = _deduplicate(spark, config, source, folder, run_time, manifest, progress)
         summary.update(
             job="dedup",
             version=__version__,
             run_id=run_id,
             input=input_path,
-            input_files=source.summary(),
+            input_files={**source.summary(), **({"incremental": plan.summary()} if plan else {})},
             output=folder.path,
             started_at=started_at.isoformat(timespec="seconds"),
             wall_time_seconds=round(time.monotonic() - started, 3),

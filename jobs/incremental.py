@@ -1,0 +1,322 @@
+"""Incremental input: each input file is read by one run, and by the same run on every retry.
+
+The ledger `OUT/_ledger/` lies beside the run folders of the job that consumes the input (dedup). It is a log
+of numbered entries (`00000000000000000001.json`, …), one per incremental run, each listing the files that run
+reads with their size, modification time and ETag. An entry is written, create-if-absent, before its run
+writes anything; the run's `_SUCCESS` completes it. So:
+
+- a retry or redo of a run finds its own entry and reads exactly those files again (same input, same output);
+- a new run reads the files under the input root that no entry lists, inside its time window, oldest first,
+  at most `max_files` / `max_bytes` (a backlog is worked off over several runs);
+- a new run starts only when every earlier entry's run has completed and no other run holds a lease on the
+  output: a failed run is redone (its entry reused) before any later one, so its files are never skipped or
+  read twice; and its id must be later than every run in the ledger (the manifest's "earlier means earlier");
+- two planners racing for the same entry number: one creates it, the other stops (nothing written);
+- with nothing new, nothing is written: the caller says "nothing to do".
+
+A file's time, for the window, comes from its path: the Snowplow enriched archive's `run=YYYY-MM-DD-hh-mm-ss/`
+folders or the date partitions `YYYY/MM/DD/HH/` (S3 loader, Firehose); a path with neither uses the file's
+modification time. The module needs no Spark: the deployed pipeline plans in a Lambda function before it
+starts an EMR job run, and the job then finds its entry.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from jobs import store
+from jobs.errors import InvalidArgumentError, WinnowError
+from jobs.store import StoredFile
+
+LEDGER = "_ledger"
+LEASES = "_leases"
+SUCCESS_MARKER = "_SUCCESS"
+ENTRY_DIGITS = 20
+READ_THREADS = 16
+
+_ARCHIVE_RUN = re.compile(r"(?:^|/)run=([0-9]{4})-([0-9]{2})-([0-9]{2})-([0-9]{2})-([0-9]{2})-([0-9]{2})(?:/|$)")
+_DATE_HOUR = re.compile(r"(?:^|/)([0-9]{4})/([0-9]{2})/([0-9]{2})/([0-9]{2})/")
+
+
+class NothingToDo(Exception):
+    """No input file is new: the run is not started and nothing is written (exit 0)."""
+
+
+class IncrementalRunError(WinnowError):
+    """An incremental run cannot start now (an earlier run is unfinished or writing, or a later one exists, or
+    an input file changed after a run read it): exit 1, nothing written."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Window:
+    """The time window and caps of one run's selection."""
+
+    since: datetime | None = None
+    """Files whose time is at or after this (UTC); None: no lower bound."""
+    until: datetime | None = None
+    """Files whose time is before this (UTC); None: no upper bound."""
+    max_files: int | None = None
+    """At most this many files per run; None: no cap."""
+    max_bytes: int | None = None
+    """At most this many bytes per run (at least one file is always taken); None: no cap."""
+    skip_changed: bool = False
+    """Leave out (and list) files that changed after a run read them, instead of stopping."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_files", "max_bytes"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InvalidArgumentError(f"{name}: given {value}; allowed: a whole number of 1 or more")
+        if self.since and self.until and self.since >= self.until:
+            raise InvalidArgumentError(
+                f"since/until: given {self.since.isoformat()} to {self.until.isoformat()}; allowed: since before until"
+            )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "since": self.since.isoformat() if self.since else None,
+            "until": self.until.isoformat() if self.until else None,
+            "max_files": self.max_files,
+            "max_bytes": self.max_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run reads: its ledger entry and files, and what is left for later runs."""
+
+    run_id: str
+    entry: int
+    files: tuple[StoredFile, ...]
+    reused: bool
+    """True when the entry was written by an earlier attempt of this run (a retry or redo)."""
+    backlog_files: int = 0
+    backlog_bytes: int = 0
+    changed: tuple[str, ...] = field(default=())
+    """Files left out because they changed after an earlier run read them (`skip_changed`)."""
+
+    @property
+    def paths(self) -> list[str]:
+        return [file.path for file in self.files]
+
+    def summary(self) -> dict[str, Any]:
+        """For `summary.json` `input_files.incremental`."""
+        return {
+            "ledger_entry": self.entry,
+            "reused_entry": self.reused,
+            "files": len(self.files),
+            "bytes": sum(file.size for file in self.files),
+            "backlog_files": self.backlog_files,
+            "backlog_bytes": self.backlog_bytes,
+            "changed_files_skipped": list(self.changed),
+        }
+
+
+def parse_time(option: str, value: str) -> datetime:
+    """`YYYY-MM-DD`, or an ISO 8601 date and time; UTC unless it names an offset.
+
+    Raises:
+        InvalidArgumentError: not such a time.
+    """
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"{option}: given {value!r}; allowed: YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z], UTC unless an offset is given"
+        ) from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def file_time(root: str, file: StoredFile) -> datetime:
+    """The time of an input file: from `run=YYYY-MM-DD-hh-mm-ss/` or `YYYY/MM/DD/HH/` in its path below the
+    root, else its modification time."""
+    relative = file.path[len(root.rstrip("/")) :]
+    for pattern in (_ARCHIVE_RUN, _DATE_HOUR):
+        match = pattern.search(relative)
+        if match:
+            year, month, day, hour, minute, second = [int(part) for part in match.groups()] + [0] * (
+                6 - len(match.groups())
+            )
+            try:
+                return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+            except ValueError:
+                continue  # digits that name no real time (month 13): not a partition
+    return datetime.fromtimestamp(file.modified_ms / 1000, tz=UTC)
+
+
+class Ledger:
+    """The numbered entries under `OUT/_ledger/` (see the module docstring)."""
+
+    def __init__(self, output: str) -> None:
+        self.output = output.rstrip("/")
+        self.path = f"{self.output}/{LEDGER}"
+
+    def entry_path(self, number: int) -> str:
+        return f"{self.path}/{number:0{ENTRY_DIGITS}d}.json"
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every entry, in number order (read in parallel: one small file per run)."""
+        names = [
+            file.path
+            for file in store.list_files(self.path)
+            if re.fullmatch(rf"[0-9]{{{ENTRY_DIGITS}}}\.json", file.path.rsplit("/", 1)[1])
+        ]
+        with ThreadPoolExecutor(READ_THREADS) as pool:
+            documents = list(pool.map(store.read_bytes, names))
+        return sorted((json.loads(doc) for doc in documents if doc is not None), key=lambda entry: entry["entry"])
+
+    def complete(self, run_id: str) -> bool:
+        return store.exists(f"{self.output}/run={run_id}/{SUCCESS_MARKER}")
+
+    def leases(self) -> list[dict[str, Any]]:
+        """The leases held on run folders of this output (see `jobs.lease`), each with its `file`."""
+        held = []
+        for file in store.list_files(f"{self.output}/{LEASES}"):
+            document = store.read_bytes(file.path)
+            if document is not None:
+                held.append({**json.loads(document), "file": file.path})
+        return held
+
+    def create(self, number: int, document: dict[str, Any]) -> bool:
+        return store.create_if_absent(self.entry_path(number), _document(document))
+
+
+def plan_run(input_root: str, output: str, run_id: str, window: Window = Window()) -> Plan:
+    """The files run `run_id` reads: its own entry if it has one, else the new files, recorded in a new entry.
+
+    `output` is where the consuming job writes its run folders (`OUT/run=ID/`); the ledger lies beside them.
+
+    Raises:
+        NothingToDo: no input file is new (nothing is written).
+        IncrementalRunError: an earlier run is unfinished or writing, a later run is in the ledger, an input
+            file changed after it was read (unless `window.skip_changed`), or another planner took the entry.
+    """
+    ledger = Ledger(output)
+    entries = ledger.entries()
+    own = [entry for entry in entries if entry["run_id"] == run_id]
+    listed = store.list_files(input_root)
+    if own:
+        return _reuse(ledger, own[0], listed)
+    _check_can_start(ledger, entries, run_id)
+
+    processed = {file["path"]: StoredFile(**file) for entry in entries for file in entry["files"]}
+    changed = [
+        file.path for file in listed if file.path in processed and not processed[file.path].same_content_as(file)
+    ]
+    if changed and not window.skip_changed:
+        raise IncrementalRunError(
+            f"--incremental: {len(changed)} input file(s) changed after an earlier run read them (size or "
+            f"ETag/time differ from the ledger {ledger.path}): {', '.join(changed[:5])}. Restore them, or set "
+            "input.skip_changed: true to leave them out (listed in summary.json); nothing was written"
+        )
+    new = [
+        (time, file)
+        for file in listed
+        if file.path not in processed
+        for time in [file_time(input_root, file)]
+        if (window.since is None or time >= window.since) and (window.until is None or time < window.until)
+    ]
+    new.sort(key=lambda pair: (pair[0], pair[1].path))
+    chosen = _within_caps([file for _, file in new], window)
+    if not chosen:
+        raise NothingToDo(
+            f"nothing to do: no new input files under {input_root} ({len(listed)} listed, "
+            f"{len(processed)} read by earlier runs{_window_note(window)})"
+        )
+    number = (entries[-1]["entry"] if entries else 0) + 1
+    backlog = [file for _, file in new[len(chosen) :]]
+    plan = Plan(run_id, number, tuple(chosen), False, len(backlog), sum(f.size for f in backlog), tuple(changed))
+    document = {
+        "entry": number,
+        "run_id": run_id,
+        "created_at": _now(),
+        "input": input_root,
+        "window": window.describe(),
+        "files": [asdict(file) for file in chosen],
+    }
+    if not ledger.create(number, document):
+        raise IncrementalRunError(
+            f"--incremental: another run took ledger entry {ledger.entry_path(number)} while run {run_id} was "
+            "planning; nothing was written. Start this run again once that one is done"
+        )
+    return plan
+
+
+def _reuse(ledger: Ledger, entry: dict[str, Any], listed: Sequence[StoredFile]) -> Plan:
+    """The plan of a retry or redo: the entry's files. A file replaced since (a truncated upload put right, the
+    way to redo a run that stopped on it) is recorded again as it is now, so later runs do not take it as
+    changed; a file gone since fails the read, naming it."""
+    files = tuple(StoredFile(**file) for file in entry["files"])
+    now = {file.path: file for file in listed}
+    current = tuple(now.get(file.path, file) for file in files)
+    if current != files:
+        revised = {**entry, "files": [asdict(file) for file in current], "revised_at": _now()}
+        store.write_bytes(ledger.entry_path(entry["entry"]), _document(revised))
+    return Plan(entry["run_id"], entry["entry"], current, reused=True)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _document(entry: dict[str, Any]) -> bytes:
+    return (json.dumps(entry, indent=1) + "\n").encode()
+
+
+def _check_can_start(ledger: Ledger, entries: Sequence[dict[str, Any]], run_id: str) -> None:
+    later = [entry["run_id"] for entry in entries if entry["run_id"] > run_id]
+    if later:
+        raise IncrementalRunError(
+            f"--incremental: run {run_id} is earlier than run {max(later)} in the ledger {ledger.path}; allowed: a "
+            f"run id after {max(later)}, or the id of a run in the ledger to redo it; nothing was written"
+        )
+    others = [lease for lease in ledger.leases() if lease.get("run_id") != run_id]
+    if others:
+        holder = others[0]
+        raise IncrementalRunError(
+            f"--incremental: {holder.get('job')} run {holder.get('run_id')} is writing {ledger.output} (host "
+            f"{holder.get('host')}, pid {holder.get('pid')}, since {holder.get('started_at')}; lease {holder['file']}); "
+            "a run starts when it has ended. If that run is gone, remove the lease file"
+        )
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        completed = list(pool.map(ledger.complete, [entry["run_id"] for entry in entries]))
+    unfinished = [entry for entry, done in zip(entries, completed, strict=True) if not done]
+    if unfinished:
+        entry = unfinished[0]
+        raise IncrementalRunError(
+            f"--incremental: run {entry['run_id']} (ledger entry {entry['entry']}, {len(entry['files'])} files) "
+            f"has not completed: no {ledger.output}/run={entry['run_id']}/{SUCCESS_MARKER}. Redo it first "
+            f"(--run-id {entry['run_id']} --incremental reads the same files), or, to give its files to the "
+            f"next run, delete {ledger.entry_path(entry['entry'])}; nothing was written"
+        )
+
+
+def _within_caps(files: Sequence[StoredFile], window: Window) -> list[StoredFile]:
+    """The first files within `max_files` and `max_bytes` (the first file always, so a big one still goes)."""
+    chosen: list[StoredFile] = []
+    total = 0
+    for file in files:
+        if window.max_files is not None and len(chosen) >= window.max_files:
+            break
+        if chosen and window.max_bytes is not None and total + file.size > window.max_bytes:
+            break
+        chosen.append(file)
+        total += file.size
+    return chosen
+
+
+def _window_note(window: Window) -> str:
+    parts = [
+        f"since {window.since.isoformat()}" if window.since else "",
+        f"until {window.until.isoformat()}" if window.until else "",
+    ]
+    bounds = " ".join(part for part in parts if part)
+    return f"; window {bounds}" if bounds else ""

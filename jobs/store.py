@@ -1,0 +1,219 @@
+"""Files on local paths and on S3 (`s3://`, `s3a://`, `s3n://`), without Spark.
+
+The few operations that must work outside a Spark driver too (the incremental planner runs in a Lambda
+function before any EMR job starts): list a folder recursively with each file's size, modification time and
+ETag; read, create-if-absent and delete one small file. Local paths use the OS, S3 paths boto3.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+from urllib.parse import urlparse
+
+from jobs.errors import InvalidArgumentError
+
+S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """One file as listed: its full path (the root's scheme kept), size, modification time and ETag."""
+
+    path: str
+    size: int
+    modified_ms: int
+    """Modification time, milliseconds since the epoch (UTC)."""
+    etag: str | None = None
+    """The S3 ETag (None on local paths)."""
+
+    def same_content_as(self, other: StoredFile) -> bool:
+        """True when nothing shows the file changed: same size and ETag on S3, same size and time elsewhere."""
+        if self.size != other.size:
+            return False
+        if self.etag is not None and other.etag is not None:
+            return self.etag == other.etag
+        return self.modified_ms == other.modified_ms
+
+
+def local_path(path: str) -> str | None:
+    """The OS path of a local path or `file:` URI; None for any other scheme."""
+    parsed = urlparse(path)
+    return path.removeprefix("file://").removeprefix("file:") if parsed.scheme in ("", "file") else None
+
+
+def s3_location(path: str) -> tuple[str, str] | None:
+    """(bucket, key) of an S3 URI; None for any other path."""
+    parsed = urlparse(path)
+    return (parsed.netloc, parsed.path.lstrip("/")) if parsed.scheme in S3_SCHEMES else None
+
+
+def supported(path: str) -> bool:
+    return local_path(path) is not None or s3_location(path) is not None
+
+
+def s3_client() -> Any:
+    import boto3
+
+    return boto3.client("s3")
+
+
+def _unsupported(path: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"given {path}; allowed here: a local path or an s3:// URI")
+
+
+def hidden(relative: str) -> bool:
+    """True when a segment of a path relative to a listed root starts with `_` or `.` (markers, checksums,
+    temporary folders of writers in progress), which Spark also skips."""
+    return any(part.startswith(("_", ".")) for part in relative.split("/") if part)
+
+
+def list_files(root: str) -> list[StoredFile]:
+    """Every file under `root` (recursively), hidden ones left out, sorted by path; [] when there is none.
+
+    Raises:
+        InvalidArgumentError: `root` is neither local nor S3.
+    """
+    local = local_path(root)
+    if local is not None:
+        if os.path.isfile(local):
+            stat = os.stat(local)
+            return [StoredFile(root, stat.st_size, stat.st_mtime_ns // 1_000_000)]
+        found = []
+        for folder, subfolders, names in os.walk(local):
+            subfolders[:] = [name for name in subfolders if not name.startswith(("_", "."))]
+            for name in names:
+                if name.startswith(("_", ".")):
+                    continue
+                full = os.path.join(folder, name)
+                stat = os.stat(full)
+                found.append(StoredFile(full, stat.st_size, stat.st_mtime_ns // 1_000_000))
+        return sorted(found, key=lambda file: file.path)
+    location = s3_location(root)
+    if location is None:
+        raise _unsupported(root)
+    bucket, key = location
+    scheme = urlparse(root).scheme
+    prefix = key if key.endswith("/") or not key else key + "/"
+    found = []
+    for page in s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            if item["Key"].endswith("/") or hidden(item["Key"][len(prefix) :]):
+                continue  # folder markers, hidden files
+            modified = int(item["LastModified"].astimezone(UTC).timestamp() * 1000)
+            found.append(StoredFile(f"{scheme}://{bucket}/{item['Key']}", item["Size"], modified, item["ETag"]))
+    if not found and key and not key.endswith("/"):  # a single object
+        with contextlib.suppress(Exception):
+            head = s3_client().head_object(Bucket=bucket, Key=key)
+            modified = int(head["LastModified"].astimezone(UTC).timestamp() * 1000)
+            found.append(StoredFile(root, head["ContentLength"], modified, head["ETag"]))
+    return sorted(found, key=lambda file: file.path)
+
+
+def read_bytes(path: str) -> bytes | None:
+    """The content of `path`, or None when it does not exist."""
+    local = local_path(path)
+    if local is not None:
+        try:
+            with open(local, "rb") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return None
+    location = s3_location(path)
+    if location is None:
+        raise _unsupported(path)
+    client = s3_client()
+    try:
+        body: bytes = client.get_object(Bucket=location[0], Key=location[1])["Body"].read()
+    except client.exceptions.NoSuchKey:
+        return None
+    return body
+
+
+def exists(path: str) -> bool:
+    local = local_path(path)
+    if local is not None:
+        return os.path.exists(local)
+    location = s3_location(path)
+    if location is None:
+        raise _unsupported(path)
+    client = s3_client()
+    try:
+        client.head_object(Bucket=location[0], Key=location[1])
+    except client.exceptions.ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
+    return True
+
+
+def create_if_absent(path: str, data: bytes) -> bool:
+    """Create `path` holding `data` unless it exists: True when this call created it, False when it existed.
+
+    Exclusive against concurrent callers: on local paths the file is written whole under a temporary name and
+    linked into place (link() is atomic and fails if the name exists); on S3 a conditional write
+    (`If-None-Match: *`).
+    """
+    local = local_path(path)
+    if local is not None:
+        folder = os.path.dirname(local) or "."
+        os.makedirs(folder, exist_ok=True)
+        temporary = os.path.join(folder, f".{os.path.basename(local)}.{uuid.uuid4().hex}.tmp")
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, local)
+        except FileExistsError:
+            return False
+        finally:
+            os.remove(temporary)
+        return True
+    location = s3_location(path)
+    if location is None:
+        raise _unsupported(path)
+    client = s3_client()
+    try:
+        client.put_object(Bucket=location[0], Key=location[1], Body=data, IfNoneMatch="*")
+    except client.exceptions.ClientError as err:
+        # 412: the object exists; 409: a concurrent conditional write to the same key is in progress.
+        if err.response.get("Error", {}).get("Code") not in ("PreconditionFailed", "ConditionalRequestConflict"):
+            raise
+        # A retry of our own write whose first answer was lost also gets 412: the object is then ours (the
+        # documents written here are unique: they carry a random token or id).
+        return read_bytes(path) == data
+    return True
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write `path` whole (replacing it): on local paths a temporary file renamed into place."""
+    local = local_path(path)
+    if local is not None:
+        os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
+        temporary = f"{local}.{uuid.uuid4().hex}.tmp"
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, local)
+        return
+    location = s3_location(path)
+    if location is None:
+        raise _unsupported(path)
+    s3_client().put_object(Bucket=location[0], Key=location[1], Body=data)
+
+
+def delete(path: str) -> None:
+    """Delete one file; nothing happens when it does not exist."""
+    local = local_path(path)
+    if local is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(local)
+        return
+    location = s3_location(path)
+    if location is None:
+        raise _unsupported(path)
+    s3_client().delete_object(Bucket=location[0], Key=location[1])

@@ -1,0 +1,275 @@
+"""Incremental input: `--incremental` reads each input file in one run (its ledger entry), on both layouts."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+from pyspark.sql import SparkSession
+
+from jobs import store
+from jobs.cli import main
+from jobs.incremental import IncrementalRunError, Ledger, NothingToDo, Window, plan_run
+from tests.pipeline.helpers import ID_A, ID_B, ID_C, event, read_lines
+
+START = datetime(2026, 11, 24, 1, tzinfo=UTC)
+
+
+def run_id(hour: int) -> str:
+    return (START + timedelta(hours=hour, minutes=30)).strftime("%Y-%m-%d-%H-%M-%S")
+
+
+def put(root: Path, layout: str, hour: int, name: str, lines: list[str]) -> Path:
+    """Write a file where the layout puts files of `hour` (hours after START)."""
+    when = START + timedelta(hours=hour)
+    folder = root / (when.strftime("run=%Y-%m-%d-%H-%M-%S") if layout == "archive" else when.strftime("%Y/%m/%d/%H"))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def dedup(root: Path, output: Path, hour: int, *extra: str) -> int:
+    argv = ["dedup", "--input", str(root), "--output", str(output), "--run-id", run_id(hour), "--incremental"]
+    return main([*argv, *extra])
+
+
+def summary_of(output: Path, hour: int) -> dict:
+    return json.loads((output / f"run={run_id(hour)}" / "summary.json").read_text())
+
+
+def complete(output: Path, hour: int) -> None:
+    """Stand in for a completed run of the planned entry (planner tests only)."""
+    folder = output / f"run={run_id(hour)}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "_SUCCESS").write_text("")
+
+
+# Through the command line (Spark).
+
+
+@pytest.mark.parametrize("layout", ["archive", "hourly"])
+def test_each_file_is_read_by_one_run_and_a_redo_reads_the_same_files(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], layout: str
+) -> None:
+    root, output = tmp_path / "enriched", tmp_path / "out"
+    put(root, layout, 0, "part-0.tsv", [event(ID_A)])
+    assert dedup(root, output, 0) == 0
+    put(root, layout, 1, "part-0.tsv", [event(ID_B, event_fingerprint="fp-2")])
+    assert dedup(root, output, 1) == 0
+    assert read_lines(output / f"run={run_id(0)}" / "good") == [event(ID_A)]
+    assert read_lines(output / f"run={run_id(1)}" / "good") == [event(ID_B, event_fingerprint="fp-2")]
+    assert summary_of(output, 1)["input_files"]["incremental"] == {
+        "ledger_entry": 2, "reused_entry": False, "files": 1, "bytes": len(event(ID_B, event_fingerprint="fp-2")) + 1,
+        "backlog_files": 0, "backlog_bytes": 0, "changed_files_skipped": [],
+    }  # fmt: skip
+    capsys.readouterr()
+
+    assert dedup(root, output, 2) == 0  # nothing new: exit 0, no run written
+    out = capsys.readouterr().out
+    assert f"dedup run {run_id(2)}: nothing to do: no new input files under {root} (2 listed, 2 read by earlier runs)" in out
+    assert not (output / f"run={run_id(2)}").exists()
+    assert [entry["run_id"] for entry in Ledger(str(output)).entries()] == [run_id(0), run_id(1)]
+
+    put(root, layout, 2, "part-0.tsv", [event(ID_C)])
+    assert dedup(root, output, 1) == 0  # a redo of run 1 after a new file arrived: the same file only
+    assert read_lines(output / f"run={run_id(1)}" / "good") == [event(ID_B, event_fingerprint="fp-2")]
+    assert summary_of(output, 1)["input_files"]["incremental"]["reused_entry"] is True
+    assert dedup(root, output, 3) == 0
+    assert read_lines(output / f"run={run_id(3)}" / "good") == [event(ID_C)]
+
+
+def test_a_file_that_appears_twice_under_different_keys_is_still_deduplicated_by_the_manifest(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    root, output = tmp_path / "enriched", tmp_path / "out"
+    manifest = f"sqlite:{tmp_path / 'manifest.db'}"
+    lines = [event(ID_A), event(ID_B, event_fingerprint="fp-2")]
+    put(root, "hourly", 0, "part-0.tsv", lines)
+    assert dedup(root, output, 0, "--manifest", manifest, "--create") == 0
+    put(root, "hourly", 1, "copy-of-part-0.tsv", lines)  # the same file, delivered again under another key
+    assert dedup(root, output, 1, "--manifest", manifest) == 0
+
+    second = output / f"run={run_id(1)}"
+    assert summary_of(output, 1)["input_files"]["incremental"]["files"] == 1
+    assert read_lines(second / "good") == []
+    assert read_lines(second / "duplicates") == sorted(lines)
+    assert summary_of(output, 1)["by_reason"]["duplicates"] == {"cross_batch_natural": 2}
+
+
+def test_a_run_that_stopped_blocks_later_runs_until_it_is_redone(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, output = tmp_path / "enriched", tmp_path / "out"
+    whole = put(root, "hourly", 0, "part-0.tsv", [event(ID_A)])
+    truncated = whole.with_name("part-1.tsv.gz")
+    truncated.write_bytes(gzip.compress(b"".join(event(ID_B).encode() + b"\n" for _ in range(50)))[:-20])
+    assert dedup(root, output, 0) == 1  # the truncated upload stops run 0 before it writes
+    put(root, "hourly", 1, "part-0.tsv", [event(ID_C)])
+    capsys.readouterr()
+
+    assert dedup(root, output, 1) == 1
+    entry = output / "_ledger" / f"{1:020d}.json"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --incremental: run {run_id(0)} (ledger entry 1, 2 files) has not completed: no "
+        f"{output}/run={run_id(0)}/_SUCCESS. Redo it first (--run-id {run_id(0)} --incremental reads the same "
+        f"files), or, to give its files to the next run, delete {entry}; nothing was written"
+    )
+    assert not (output / f"run={run_id(1)}").exists()
+
+    truncated.write_bytes(gzip.compress(event(ID_B).encode() + b"\n"))  # the upload put right
+    assert dedup(root, output, 0) == 0
+    assert read_lines(output / f"run={run_id(0)}" / "good") == [event(ID_A), event(ID_B)]
+    assert dedup(root, output, 1) == 0  # the replaced file is not taken as changed: the redo recorded it anew
+    assert read_lines(output / f"run={run_id(1)}" / "good") == [event(ID_C)]
+
+
+def test_run_incremental_with_nothing_new_writes_neither_step(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, output = tmp_path / "enriched", tmp_path / "out"
+    put(root, "archive", 0, "part-0.tsv", [event(ID_A)])
+    argv = ["run", "--input", str(root), "--output", str(output), "--incremental", "--run-id"]
+    assert main([*argv, run_id(0)]) == 0
+    assert (output / "deduplicated" / "_ledger" / f"{1:020d}.json").exists()
+    assert (output / "shredded" / f"run={run_id(0)}" / "_SUCCESS").exists()
+    capsys.readouterr()
+    assert main([*argv, run_id(1)]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    assert not (output / "deduplicated" / f"run={run_id(1)}").exists()
+    assert not (output / "shredded" / f"run={run_id(1)}").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--since", "2026-11-01"], "error: --since: given without --incremental; allowed: only with --incremental"),
+        (["--incremental", "--since", "yesterday"], "error: --since: given 'yesterday'; allowed: YYYY-MM-DD or "
+         "YYYY-MM-DDTHH:MM[:SS][Z], UTC unless an offset is given"),
+        (["--incremental", "--max-files", "0"], "error: --max-files: given 0; allowed: a whole number of 1 or more"),
+    ],
+)  # fmt: skip
+def test_window_options_are_checked_before_spark_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    argv = ["dedup", "--input", str(tmp_path), "--output", str(tmp_path / "out"), *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == message and "starting Spark" not in err
+
+
+# The planner alone (no Spark): windows, caps, order, and when a run may not start.
+
+
+def test_a_backlog_is_worked_off_oldest_first_within_the_caps(tmp_path: Path) -> None:
+    root, output = tmp_path / "enriched", tmp_path / "out"
+    for hour in (4, 0, 3, 1, 2):  # written out of order
+        put(root, "hourly", hour, "part-0.tsv", [event(ID_A)] * (hour + 1))
+    sizes = [(len(event(ID_A)) + 1) * (hour + 1) for hour in range(5)]
+    taken = []
+    for number, caps in enumerate([Window(max_files=2), Window(max_bytes=sizes[2]), Window(max_bytes=1), Window()]):
+        plan = plan_run(str(root), str(output), run_id(10 + number), caps)
+        taken.append([Path(path).parent.name for path in plan.paths])
+        complete(output, 10 + number)
+        if number == 0:
+            assert (plan.backlog_files, plan.backlog_bytes) == (3, sum(sizes[2:]))
+    # max_bytes takes whole files up to the cap, and always the first file even when it alone is over the cap.
+    assert taken == [["01", "02"], ["03"], ["04"], ["05"]]
+    with pytest.raises(NothingToDo):
+        plan_run(str(root), str(output), run_id(20))
+
+
+def test_since_and_until_bound_the_window_by_the_time_in_the_path(tmp_path: Path) -> None:
+    root, output = tmp_path / "enriched", tmp_path / "out"
+    for hour in range(4):
+        put(root, "archive", hour, "part-0.tsv", [event(ID_A)])
+    unpartitioned = root / "loose.tsv"  # no time in its path: its modification time counts
+    unpartitioned.write_text(event(ID_B) + "\n")
+    os.utime(unpartitioned, (START.timestamp() + 1800, START.timestamp() + 1800))
+    window = Window(since=START + timedelta(minutes=30), until=START + timedelta(hours=3))
+    plan = plan_run(str(root), str(output), run_id(10), window)
+    assert [Path(path).relative_to(root).as_posix() for path in plan.paths] == [
+        "loose.tsv", "run=2026-11-24-02-00-00/part-0.tsv", "run=2026-11-24-03-00-00/part-0.tsv",
+    ]  # fmt: skip
+
+
+def test_a_run_may_not_start_before_a_later_run_or_while_another_writes(tmp_path: Path) -> None:
+    root, output = tmp_path / "enriched", tmp_path / "out"
+    put(root, "hourly", 0, "part-0.tsv", [event(ID_A)])
+    plan_run(str(root), str(output), run_id(5))
+    complete(output, 5)
+    put(root, "hourly", 1, "part-0.tsv", [event(ID_B)])
+    with pytest.raises(IncrementalRunError, match=rf"run {run_id(4)} is earlier than run {run_id(5)} in the ledger"):
+        plan_run(str(root), str(output), run_id(4))
+
+    lease = output / "_leases" / f"run={run_id(6)}.json"
+    lease.parent.mkdir()
+    lease.write_text(json.dumps({"job": "dedup", "run_id": run_id(6), "host": "h1", "pid": 7,
+                                 "started_at": "2026-11-24T07:30:00+00:00", "token": "t"}))  # fmt: skip
+    with pytest.raises(IncrementalRunError) as held:
+        plan_run(str(root), str(output), run_id(7))
+    assert str(held.value) == (
+        f"--incremental: dedup run {run_id(6)} is writing {output} (host h1, pid 7, since 2026-11-24T07:30:00+00:00; "
+        f"lease {lease}); a run starts when it has ended. If that run is gone, remove the lease file"
+    )
+    lease.unlink()
+    assert len(plan_run(str(root), str(output), run_id(7)).files) == 1
+
+
+def test_a_changed_file_stops_the_run_unless_skipped(tmp_path: Path) -> None:
+    root, output = tmp_path / "enriched", tmp_path / "out"
+    first = put(root, "hourly", 0, "part-0.tsv", [event(ID_A)])
+    plan_run(str(root), str(output), run_id(5))
+    complete(output, 5)
+    first.write_text(event(ID_A) + "\n" + event(ID_B) + "\n")  # rewritten after run 5 read it
+    put(root, "hourly", 1, "part-0.tsv", [event(ID_C)])
+    with pytest.raises(IncrementalRunError, match=r"1 input file\(s\) changed after an earlier run read them"):
+        plan_run(str(root), str(output), run_id(6))
+    assert not (output / "_ledger" / f"{2:020d}.json").exists()
+    plan = plan_run(str(root), str(output), run_id(6), Window(skip_changed=True))
+    assert (plan.paths, plan.changed) == ([str(root / "2026/11/24/02/part-0.tsv")], (str(first),))
+
+
+def test_two_planners_racing_for_one_entry_one_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, output = tmp_path / "enriched", tmp_path / "out"
+    put(root, "hourly", 0, "part-0.tsv", [event(ID_A)])
+    create = Ledger.create
+
+    def another_planner_first(self: Ledger, number: int, document: dict) -> bool:
+        assert create(self, number, {**document, "run_id": run_id(8)})  # the other run creates it between our steps
+        return create(self, number, document)
+
+    monkeypatch.setattr(Ledger, "create", another_planner_first)
+    with pytest.raises(IncrementalRunError, match=r"another run took ledger entry .*00000000000000000001\.json"):
+        plan_run(str(root), str(output), run_id(9))
+    monkeypatch.undo()
+    assert [entry["run_id"] for entry in Ledger(str(output)).entries()] == [run_id(8)]
+
+
+def test_planning_on_s3_records_etags(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "eu-west-1"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket="lake", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        s3.put_object(Bucket="lake", Key="enriched/2026/11/24/01/part-0.tsv", Body=b"a\n")
+        s3.put_object(Bucket="lake", Key="enriched/2026/11/24/01/_temporary/part-1.tsv", Body=b"b\n")
+        first = plan_run("s3://lake/enriched/", "s3://lake/deduplicated", run_id(0))
+        assert first.paths == ["s3://lake/enriched/2026/11/24/01/part-0.tsv"]
+        assert first.files[0].etag == s3.head_object(Bucket="lake", Key="enriched/2026/11/24/01/part-0.tsv")["ETag"]
+        s3.put_object(Bucket="lake", Key=f"deduplicated/run={run_id(0)}/_SUCCESS", Body=b"")
+        with pytest.raises(NothingToDo):
+            plan_run("s3://lake/enriched/", "s3://lake/deduplicated", run_id(1))
+        s3.put_object(Bucket="lake", Key="enriched/2026/11/24/02/part-0.tsv", Body=b"c\n")
+        assert plan_run("s3://lake/enriched/", "s3://lake/deduplicated", run_id(1)).paths == [
+            "s3://lake/enriched/2026/11/24/02/part-0.tsv"
+        ]
+        assert store.exists(f"s3://lake/deduplicated/_ledger/{2:020d}.json")
