@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobs import store
+from jobs.config import InputConfig
 from jobs.errors import InvalidArgumentError, WinnowError
 from jobs.store import StoredFile
 
@@ -133,6 +134,25 @@ def parse_time(option: str, value: str) -> datetime:
             f"{option}: given {value!r}; allowed: YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z], UTC unless an offset is given"
         ) from None
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def window_from(
+    config: InputConfig,
+    *,
+    since: str | None = None,
+    until: str | None = None,
+    max_files: int | None = None,
+    max_bytes: int | None = None,
+) -> Window:
+    """The window of the config's `input` section, with the given options (command line) over it."""
+    since, until = since or config.since, until or config.until
+    return Window(
+        since=parse_time("--since" if since != config.since else "input.since", since) if since else None,
+        until=parse_time("--until" if until != config.until else "input.until", until) if until else None,
+        max_files=max_files if max_files is not None else config.max_files,
+        max_bytes=max_bytes if max_bytes is not None else config.max_bytes,
+        skip_changed=config.skip_changed,
+    )
 
 
 def file_time(root: str, file: StoredFile) -> datetime:

@@ -90,6 +90,8 @@ class JobArtifacts(Construct):
         self.package_uri = uri(PACKAGE_ZIP)
         self.deps_uri = uri(DEPS_ARCHIVE)
         self.config_uri = uri(CONFIG)
+        self.package_zip = props.build_dir / PACKAGE_ZIP
+        """The built package on this machine (the input planner's Lambda code)."""
         self.deps_dir = DEPS_DIR
 
     def _acknowledge_upload_handler(self, bucket: s3.IBucket) -> None:

@@ -6,18 +6,25 @@ from dataclasses import dataclass
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from cdk.nag import acknowledge
+from cdk.nag import acknowledge, resource_finding
 
 START_JOB_RUN_SYNC = "arn:aws:states:::emr-serverless:startJobRun.sync"
 DEDUP_STATE = "Dedup"
 SHRED_STATE = "Shred"
 NOTIFY_STATE = "NotifyFailure"
+PLAN_STATE = "PlanInput"
+HAND_OVER_STATE = "StartNamedRun"
+NOTHING_TO_DO_STATE = "NothingToDo"
+RUN_EXECUTION_PREFIX = "run-"
+"""Executions named `run-<run id>` run the pipeline; any other hands the run over to one of that name."""
+EXECUTION_ALREADY_EXISTS = "StepFunctions.ExecutionAlreadyExistsException"
 RUN_ID_DELIMITERS = "-T:.Z"
 """Splitting an ISO 8601 UTC time (`2026-11-22T03:00:00.123Z`) on these characters gives its date and time fields."""
 
@@ -50,6 +57,8 @@ class PipelineStateMachineProps:
     shred_prefix: str = "shredded/"
     manifest_table_name: str
     """The DynamoDB events manifest dedup checks (`--manifest dynamodb://<name>`)."""
+    planner: lambda_.IFunction
+    """The input planner of incremental runs (`InputPlanner`)."""
     failure_topic: sns.ITopic
     """Notified with the error, its cause and the run when a run fails."""
     job_timeout_minutes: int
@@ -70,26 +79,38 @@ class PipelineStateMachine(Construct):
     Input (every key optional, so `{}` is valid): `runId` (`YYYY-MM-DD-HH-MM-SS`), `scheduledTime`
     (ISO 8601 UTC, what the schedule passes; default: the execution's start time) and `inputPrefix`.
     The run id, unless given, comes from `scheduledTime`, so a retried or redriven run keeps its id.
+
+    One execution per run id: an execution whose name does not start with `run-` (the schedule's, a console
+    start left unnamed) starts the run as a new execution named `run-<run id>` and ends; Step Functions
+    refuses a second execution of that name, so a run id runs once (a redo is a redrive, or a start named
+    `run-<run id>-…`). Without `inputPrefix` the run is incremental: the input planner (a Lambda function)
+    records the files no earlier run read in the run's ledger entry and the dedup job reads those
+    (`--incremental`); with nothing new the execution succeeds without starting a job run. With
+    `inputPrefix` the jobs read everything under it.
     """
 
     def __init__(self, scope: Construct, construct_id: str, props: PipelineStateMachineProps) -> None:
         super().__init__(scope, construct_id)
         self.props = props
         jp = sfn.JsonPath
+        state_machine_name = f"{props.name}-pipeline"
 
-        # Defaults first, the execution input merged over them (JsonMerge: the second object wins).
+        # Defaults first, the execution input merged over them (JsonMerge: the second object wins). The input
+        # as given travels along: a hand-over passes it on unchanged.
+        carried = {"given": jp.object_at("$.given"), "execution": jp.string_at("$.execution")}
         defaults = sfn.Pass(
             self,
             "Defaults",
             parameters={
                 "given": jp.entire_payload,
+                "execution": jp.execution_name,
                 "defaults": {"scheduledTime": jp.execution_start_time, "inputPrefix": props.input_prefix},
             },
         )
         merge = sfn.Pass(
             self,
             "MergeInput",
-            parameters={"run": jp.json_merge(jp.object_at("$.defaults"), jp.object_at("$.given"))},
+            parameters={**carried, "run": jp.json_merge(jp.object_at("$.defaults"), jp.object_at("$.given"))},
         )
         fields = [
             jp.array_get_item(jp.string_split(jp.string_at("$.run.scheduledTime"), RUN_ID_DELIMITERS), i)
@@ -98,14 +119,20 @@ class PipelineStateMachine(Construct):
         run_id = sfn.Pass(
             self,
             "RunIdFromTime",
-            parameters={"given": jp.object_at("$.run"), "defaults": {"runId": jp.format("{}-{}-{}-{}-{}-{}", *fields)}},
+            parameters={
+                **carried,
+                "run": jp.object_at("$.run"),
+                "defaults": {"runId": jp.format("{}-{}-{}-{}-{}-{}", *fields)},
+            },
         )
         # Static settings travel as data: intrinsic functions then never hold CloudFormation tokens.
         run = sfn.Pass(
             self,
             "Run",
             parameters={
-                "run": jp.json_merge(jp.object_at("$.defaults"), jp.object_at("$.given")),
+                **carried,
+                "runDefaults": jp.object_at("$.defaults"),
+                "run": jp.json_merge(jp.object_at("$.defaults"), jp.object_at("$.run")),
                 "settings": {
                     "inputBucket": props.input_bucket_name,
                     "dedupOutput": f"s3://{props.output_bucket_name}/{props.dedup_prefix.rstrip('/')}",
@@ -115,11 +142,150 @@ class PipelineStateMachine(Construct):
                 },
             },
         )
-        arguments = sfn.Pass(
+        notify = self._failure_notification()
+        hand_over = self._hand_over(state_machine_name, notify)
+        dedup = self._job_state(DEDUP_STATE, "dedup", notify)
+        dedup.next(self._job_state(SHRED_STATE, "shred", notify)).next(sfn.Succeed(self, "Succeeded"))
+        plan = tasks.LambdaInvoke(
             self,
-            "JobArguments",
+            PLAN_STATE,
+            lambda_function=props.planner,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "runId": jp.string_at("$.run.runId"),
+                    "input": jp.format(
+                        "s3://{}/{}", jp.string_at("$.settings.inputBucket"), jp.string_at("$.run.inputPrefix")
+                    ),
+                    "output": jp.string_at("$.settings.dedupOutput"),
+                    "config": jp.string_at("$.settings.config"),
+                }
+            ),
+            result_selector={
+                key: jp.string_at(f"$.Payload.{key}")
+                for key in ("files", "bytes", "entry", "reused", "backlogFiles", "message")
+            },
+            result_path="$.plan",
+            retry_on_service_exceptions=True,
+        )
+        plan.add_catch(notify, errors=[sfn.Errors.ALL], result_path="$.error")
+        plan.next(
+            sfn.Choice(self, "AnythingNew")
+            .when(sfn.Condition.number_equals("$.plan.files", 0), sfn.Succeed(self, NOTHING_TO_DO_STATE))
+            .otherwise(self._arguments("IncrementalJobArguments", incremental=True).next(dedup))
+        )
+        mode = (
+            sfn.Choice(self, "InputNamed")
+            .when(sfn.Condition.is_present("$.given.inputPrefix"), self._arguments("JobArguments").next(dedup))
+            .otherwise(plan)
+        )
+        named = (
+            sfn.Choice(self, "NamedAfterRun")
+            .when(sfn.Condition.string_matches("$.execution", f"{RUN_EXECUTION_PREFIX}*"), mode)
+            .otherwise(hand_over)
+        )
+        chain = defaults.next(merge).next(run_id).next(run).next(named)
+
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            log_group_name=f"/aws/vendedlogs/states/{props.name}-pipeline",
+            retention=logs.RetentionDays.THREE_MONTHS,
+            removal_policy=RemovalPolicy.RETAIN if props.retain_logs else RemovalPolicy.DESTROY,
+        )
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            state_machine_name=state_machine_name,
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            definition_body=sfn.DefinitionBody.from_chainable(chain),
+            timeout=props.timeout,
+            tracing_enabled=True,
+            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
+        )
+        # A CustomState adds no IAM: the application's job-runs policy grants what startJobRun.sync needs.
+        self.state_machine.role.add_managed_policy(props.job_runs_policy)
+        acknowledge(
+            self.state_machine,
+            "IAM5",
+            "CDK's statements for X-Ray tracing (PutTraceSegments, …) and "
+            "CloudWatch Logs delivery (CreateLogDelivery, …): these APIs support no resource-level "
+            "permissions",
+            "Resource::*",
+        )
+        acknowledge(
+            self.state_machine,
+            "IAM5",
+            "CDK's grant to invoke the input planner also covers its versions and aliases (<function>:*); "
+            "only that function",
+            resource_finding(self, f"{props.planner.function_arn}:*"),
+        )
+
+    def _failure_notification(self) -> sfn.TaskStateBase:
+        """Publish the error, its cause and the run to the failure topic, then fail with that error."""
+        jp = sfn.JsonPath
+        notify = tasks.SnsPublish(
+            self,
+            NOTIFY_STATE,
+            topic=self.props.failure_topic,
+            subject=f"{self.props.name}: pipeline run failed",
+            message=sfn.TaskInput.from_object(
+                {
+                    "pipeline": self.props.name,
+                    "execution": jp.execution_id,
+                    "run": jp.object_at("$.run"),
+                    "error": jp.string_at("$.error.Error"),
+                    "cause": jp.string_at("$.error.Cause"),
+                }
+            ),
+            result_path=jp.DISCARD,
+        )
+        notify.next(sfn.Fail(self, "Failed", error_path="$.error.Error", cause_path="$.error.Cause"))
+        return notify
+
+    def _hand_over(self, state_machine_name: str, on_failure: sfn.IChainable) -> sfn.TaskStateBase:
+        """Start this run as an execution of this state machine named `run-<run id>`, then end."""
+        jp = sfn.JsonPath
+        # By name, not by reference: a state machine cannot refer to itself.
+        this = sfn.StateMachine.from_state_machine_name(self, "This", state_machine_name)
+        start = tasks.StepFunctionsStartExecution(
+            self,
+            HAND_OVER_STATE,
+            state_machine=this,
+            name=jp.format(f"{RUN_EXECUTION_PREFIX}{{}}", jp.string_at("$.run.runId")),
+            # The input as given, with the run id it resolved to (a later start time must not change it).
+            input=sfn.TaskInput.from_json_path_at(
+                jp.json_merge(jp.object_at("$.runDefaults"), jp.object_at("$.given"))
+            ),
+            integration_pattern=sfn.IntegrationPattern.REQUEST_RESPONSE,
+            result_selector={"executionArn": jp.string_at("$.ExecutionArn")},
+            result_path="$.handedOverTo",
+        )
+        already = sfn.Fail(
+            self,
+            "RunAlreadyStarted",
+            error="RunAlreadyStarted",
+            cause_path=jp.format(
+                "Run {} already has an execution named run-{}: a run id runs once. Redrive that execution, or "
+                "start one named run-{}-<anything> to redo the run",
+                jp.string_at("$.run.runId"),
+                jp.string_at("$.run.runId"),
+                jp.string_at("$.run.runId"),
+            ),
+        )
+        start.add_catch(already, errors=[EXECUTION_ALREADY_EXISTS], result_path="$.error")
+        start.add_catch(on_failure, errors=[sfn.Errors.ALL], result_path="$.error")
+        start.next(sfn.Succeed(self, "HandedOver"))
+        return start
+
+    def _arguments(self, state_name: str, incremental: bool = False) -> sfn.Pass:
+        """The command lines of both jobs: dedup's `--incremental` reads the run's ledger entry."""
+        jp = sfn.JsonPath
+        return sfn.Pass(
+            self,
+            state_name,
             parameters={
                 "run": jp.object_at("$.run"),
+                **({"plan": jp.object_at("$.plan")} if incremental else {}),
                 "args": {
                     "dedup": jp.array(
                         "dedup",
@@ -135,6 +301,7 @@ class PipelineStateMachine(Construct):
                         jp.string_at("$.settings.config"),
                         "--manifest",
                         jp.string_at("$.settings.manifest"),
+                        *(["--incremental"] if incremental else []),
                     ),
                     # dedup writes OUT/run=ID/good/: that is shred's input.
                     "shred": jp.array(
@@ -152,65 +319,6 @@ class PipelineStateMachine(Construct):
                     ),
                 },
             },
-        )
-
-        notify = tasks.SnsPublish(
-            self,
-            NOTIFY_STATE,
-            topic=props.failure_topic,
-            subject=f"{props.name}: pipeline run failed",
-            message=sfn.TaskInput.from_object(
-                {
-                    "pipeline": props.name,
-                    "execution": jp.execution_id,
-                    "run": jp.object_at("$.run"),
-                    "error": jp.string_at("$.error.Error"),
-                    "cause": jp.string_at("$.error.Cause"),
-                }
-            ),
-            result_path=jp.DISCARD,
-        )
-        failed = sfn.Fail(self, "Failed", error_path="$.error.Error", cause_path="$.error.Cause")
-        notify.next(failed)
-
-        dedup = self._job_state(DEDUP_STATE, "dedup", notify)
-        shred = self._job_state(SHRED_STATE, "shred", notify)
-        chain = (
-            defaults.next(merge)
-            .next(run_id)
-            .next(run)
-            .next(arguments)
-            .next(dedup)
-            .next(shred)
-            .next(sfn.Succeed(self, "Succeeded"))
-        )
-
-        self.log_group = logs.LogGroup(
-            self,
-            "Logs",
-            log_group_name=f"/aws/vendedlogs/states/{props.name}-pipeline",
-            retention=logs.RetentionDays.THREE_MONTHS,
-            removal_policy=RemovalPolicy.RETAIN if props.retain_logs else RemovalPolicy.DESTROY,
-        )
-        self.state_machine = sfn.StateMachine(
-            self,
-            "StateMachine",
-            state_machine_name=f"{props.name}-pipeline",
-            state_machine_type=sfn.StateMachineType.STANDARD,
-            definition_body=sfn.DefinitionBody.from_chainable(chain),
-            timeout=props.timeout,
-            tracing_enabled=True,
-            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
-        )
-        # A CustomState adds no IAM: the application's job-runs policy grants what startJobRun.sync needs.
-        self.state_machine.role.add_managed_policy(props.job_runs_policy)
-        acknowledge(
-            self.state_machine,
-            "IAM5",
-            "CDK's statements for X-Ray tracing (PutTraceSegments, …) and "
-            "CloudWatch Logs delivery (CreateLogDelivery, …): these APIs support no resource-level "
-            "permissions",
-            "Resource::*",
         )
 
     def _job_state(self, state_name: str, job: str, on_failure: sfn.IChainable) -> sfn.CustomState:

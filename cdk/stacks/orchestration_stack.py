@@ -6,8 +6,10 @@ from typing import Any
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from cdk.components.input_planner import InputPlanner, InputPlannerProps
 from cdk.components.pipeline_monitoring import (
     FailureTopic,
     FailureTopicProps,
@@ -41,6 +43,25 @@ class OrchestrationStack(Stack):
         self.failure_topic = FailureTopic(
             self, "Failures", FailureTopicProps(name=f"{name} failures", emails=config.alarm.emails)
         ).topic
+
+        def bucket(construct_id: str, bucket_name: str) -> s3.IBucket:
+            return s3.Bucket.from_bucket_name(self, construct_id, bucket_name)
+
+        self.planner = InputPlanner(
+            self,
+            "InputPlanner",
+            InputPlannerProps(
+                name=name,
+                package_zip=processing.artifacts.package_zip,
+                input_bucket=bucket("InputBucket", names.input_bucket),
+                input_prefix=config.storage.input_prefix,
+                output_bucket=bucket("OutputBucket", names.output_bucket),
+                dedup_prefix=DEDUP_PREFIX,
+                artifacts_bucket=bucket("ArtifactsBucket", names.artifacts_bucket),
+                artifacts_prefix=processing.artifacts.root,
+                retain_logs=config.retain_data,
+            ),
+        ).function
         self.pipeline = PipelineStateMachine(
             self,
             "Pipeline",
@@ -58,6 +79,7 @@ class OrchestrationStack(Stack):
                 dedup_prefix=DEDUP_PREFIX,
                 shred_prefix=SHRED_PREFIX,
                 manifest_table_name=names.manifest_table,
+                planner=self.planner,
                 failure_topic=self.failure_topic,
                 job_timeout_minutes=config.emr.job_timeout_minutes,
                 job_retries=config.pipeline.job_retries,

@@ -9,7 +9,7 @@ from typing import Any
 from jobs.cli import add_run_options, run_spark_job
 from jobs.config import SYNTHETIC_STRATEGIES, JobConfig
 from jobs.errors import InvalidArgumentError
-from jobs.incremental import Window, parse_time
+from jobs.incremental import Window, window_from
 
 SYNTHETIC_HELP = (
     "what to do with synthetic duplicates (same event_id, different fingerprint): "
@@ -92,13 +92,8 @@ def incremental_window(args: argparse.Namespace, config: JobConfig) -> Window | 
     for name in ("--max-files", "--max-bytes"):
         if options[name] is not None and options[name] < 1:
             raise InvalidArgumentError(f"{name}: given {options[name]}; allowed: a whole number of 1 or more")
-    since, until = args.since or config.input.since, args.until or config.input.until
-    return Window(
-        since=parse_time("--since", since) if since else None,
-        until=parse_time("--until", until) if until else None,
-        max_files=args.max_files if args.max_files is not None else config.input.max_files,
-        max_bytes=args.max_bytes if args.max_bytes is not None else config.input.max_bytes,
-        skip_changed=config.input.skip_changed,
+    return window_from(
+        config.input, since=args.since, until=args.until, max_files=args.max_files, max_bytes=args.max_bytes
     )
 
 

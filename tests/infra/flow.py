@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -56,6 +57,8 @@ def moto_flow(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     iso_start_time(monkeypatch)
+    planner_in_process(monkeypatch)
+    step_functions_integration_names(monkeypatch)
     with mock_aws(config=MOTO_CONFIG):
         yield
 
@@ -73,6 +76,8 @@ def resolve(function: str, argument: Any) -> str:
         )
     if function == "Fn::GetStackOutput":
         return f"stand-in-{argument['OutputName']}"
+    if function == "Fn::GetAtt" and argument[1] == "Arn":  # the input planner function
+        return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{argument[0]}"
     return f"stand-in-{json.dumps(argument)}"
 
 
@@ -113,21 +118,97 @@ def as_failing_task(asl: dict[str, Any], state: str) -> dict[str, Any]:
     return swapped
 
 
-def execute(asl: dict[str, Any], execution_input: dict[str, Any], timeout: float = 30) -> dict[str, Any]:
-    """Create the state machine in moto, run one execution to its end; describe_execution's answer."""
+def machine_name(asl: dict[str, Any]) -> str:
+    """The state machine's deployed name (the hand-over starts executions of it by name)."""
+    arn: str = asl["States"]["StartNamedRun"]["Parameters"]["StateMachineArn"]
+    return arn.rsplit(":", 1)[1]
+
+
+def create_machine(asl: dict[str, Any]) -> str:
+    """Create (or update) the state machine in moto under its deployed name; its ARN."""
     sfn = boto3.client("stepfunctions", region_name=REGION)
-    machine = sfn.create_state_machine(
-        name=f"winnow-test-{time.monotonic_ns()}",
-        definition=json.dumps(asl),
-        roleArn=f"arn:aws:iam::{ACCOUNT}:role/winnow-test",
+    name = machine_name(asl)
+    for machine in sfn.list_state_machines()["stateMachines"]:
+        if machine["name"] == name:
+            sfn.update_state_machine(stateMachineArn=machine["stateMachineArn"], definition=json.dumps(asl))
+            return str(machine["stateMachineArn"])
+    arn: str = sfn.create_state_machine(
+        name=name, definition=json.dumps(asl), roleArn=f"arn:aws:iam::{ACCOUNT}:role/winnow-test"
     )["stateMachineArn"]
-    execution = sfn.start_execution(stateMachineArn=machine, input=json.dumps(execution_input))["executionArn"]
+    return arn
+
+
+def wait(execution_arn: str, timeout: float = 30) -> dict[str, Any]:
+    """describe_execution's answer once the execution has ended (or after `timeout` seconds)."""
+    sfn = boto3.client("stepfunctions", region_name=REGION)
     deadline = time.monotonic() + timeout
     while True:
-        described: dict[str, Any] = sfn.describe_execution(executionArn=execution)
+        described: dict[str, Any] = sfn.describe_execution(executionArn=execution_arn)
         if described["status"] != "RUNNING" or time.monotonic() > deadline:
             return described
         time.sleep(0.1)
+
+
+def start(
+    asl: dict[str, Any], execution_input: dict[str, Any], name: str | None = None, timeout: float = 30
+) -> dict[str, Any]:
+    """Start one execution and wait for it to end: describe_execution's answer (no hand-over followed)."""
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    arn = create_machine(asl)
+    # Unnamed, AWS gives an execution a UUID as its name (moto 5.2.5 would name every one "None").
+    name = name or str(uuid.uuid4())
+    execution = sfn.start_execution(stateMachineArn=arn, input=json.dumps(execution_input), name=name)["executionArn"]
+    return wait(execution, timeout)
+
+
+def execute(asl: dict[str, Any], execution_input: dict[str, Any], timeout: float = 30) -> dict[str, Any]:
+    """Run the pipeline as the schedule or an unnamed console start does: the execution started, or, when it
+    handed the run over, the execution named after the run, once it has ended."""
+    described = start(asl, execution_input, timeout=timeout)
+    handed_over = json.loads(described.get("output") or "{}").get("handedOverTo")
+    return wait(handed_over["executionArn"], timeout) if handed_over else described
+
+
+def step_functions_integration_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Give moto's `states:startExecution` integration the names AWS uses (moto 5.2.5 passes the state's
+    `StateMachineArn`/`Name`/`Input` to boto3 as they are, which wants `stateMachineArn`/…, and returns boto3's
+    `executionArn`/`startDate` where Step Functions returns `ExecutionArn`/`StartDate`)."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import state_task_service_sfn
+
+    service = state_task_service_sfn.StateTaskServiceSfn
+    normalise_parameters = service._normalise_parameters
+
+    def parameters(self: Any, parameters: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        normalise_parameters(self, parameters, *args, **kwargs)
+        for key in [key for key in parameters if key in ("StateMachineArn", "Name", "Input")]:
+            parameters[key[0].lower() + key[1:]] = parameters.pop(key)
+
+    def response(self: Any, response: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(response, dict):
+            for key in [key for key in response if key in ("executionArn", "startDate")]:
+                response[key[0].upper() + key[1:]] = response.pop(key)
+
+    monkeypatch.setattr(service, "_normalise_parameters", parameters)
+    monkeypatch.setattr(service, "_normalise_response", response)
+
+
+def planner_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Answer the state machine's `lambda:invoke` of the input planner by calling its handler in this process
+    (moto runs Lambda code only in Docker), as the Lambda runtime would: the result, or the error as
+    `FunctionError` with `errorType` and `errorMessage`."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    from jobs.planner_lambda import handler
+
+    def invoke(parameters: dict[str, Any], region: str, state_credentials: Any) -> dict[str, Any]:
+        assert "InputPlanner" in parameters["FunctionName"], parameters["FunctionName"]
+        try:
+            return {"StatusCode": 200, "Payload": handler(json.loads(parameters["Payload"]))}
+        except Exception as err:
+            error = {"errorType": type(err).__name__, "errorMessage": str(err)}
+            return {"StatusCode": 200, "FunctionError": "Unhandled", "Payload": error}
+
+    monkeypatch.setattr(lambda_eval_utils, "_invoke_lambda_function", invoke)
 
 
 def states_entered(execution_arn: str) -> list[str]:

@@ -81,3 +81,26 @@ def test_the_rendered_arguments_are_the_documented_command_lines(entry_point_arg
     ]
     assert [shred[i] for i in (0, 1, 3, 5, 7)] == ["shred", "--input", "--output", "--run-id", "--config"]
     assert (len(dedup), len(shred)) == (11, 9)
+
+
+def test_an_incremental_run_gives_the_planner_and_the_dedup_job_the_same_input_and_output(dev: Synthesized) -> None:
+    """The dedup job finds the ledger entry the planner wrote only if both name the same input root and output."""
+    import boto3
+
+    from jobs.incremental import Ledger
+
+    buckets = {kind: f"winnow-dev-{kind}-{flow.ACCOUNT}-{flow.REGION}" for kind in ("input", "output", "artifacts")}
+    with pytest.MonkeyPatch.context() as monkeypatch, flow.moto_flow(monkeypatch):
+        s3 = boto3.client("s3", region_name=flow.REGION)
+        for bucket in buckets.values():
+            s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": flow.REGION})
+        version = dev.pipeline.processing.artifacts.version
+        s3.put_object(Bucket=buckets["artifacts"], Key=f"jobs/{version}/config.json", Body=b"{}")
+        s3.put_object(Bucket=buckets["input"], Key="enriched/2026/11/22/02/part-0.gz", Body=b"line\n")
+        described = flow.execute(flow.with_jobs_as_pass(dev), {"scheduledTime": "2026-11-22T03:00:00Z"})
+        assert described["status"] == "SUCCEEDED", described
+        dedup = json.loads(described["output"])["jobs"]["dedup"]["JobDriver"]["SparkSubmit"]["EntryPointArguments"]
+        args = build_parser().parse_args(dedup)
+        assert args.incremental is True and args.run_id == "2026-11-22-03-00-00"
+        (entry,) = Ledger(args.output).entries()
+        assert (entry["run_id"], entry["input"]) == (args.run_id, args.input)

@@ -14,20 +14,93 @@ def definition(synth: Synthesized) -> dict[str, Any]:
     return state_machine_definition(synth.template("Orchestration"))
 
 
-def test_flow_works_out_the_run_then_dedup_then_shred(dev: Synthesized) -> None:
+def test_flow_works_out_the_run_hands_it_over_plans_then_dedup_then_shred(dev: Synthesized) -> None:
     asl = definition(dev)
+    states = asl["States"]
     order, state = [], asl["StartAt"]
-    while state:
+    while "Next" in states[state]:
         order.append(state)
-        state = asl["States"][state].get("Next")
-    assert order == ["Defaults", "MergeInput", "RunIdFromTime", "Run", "JobArguments", "Dedup", "Shred", "Succeeded"]
+        state = states[state]["Next"]
+    assert order == ["Defaults", "MergeInput", "RunIdFromTime", "Run"] and state == "NamedAfterRun"
+
+    def choices(name: str) -> tuple[list[tuple[str, str]], str]:
+        rules = [(rule["Variable"], rule["Next"]) for rule in states[name]["Choices"]]
+        return rules, states[name]["Default"]
+
+    assert states["NamedAfterRun"]["Choices"] == [
+        {"Variable": "$.execution", "StringMatches": "run-*", "Next": "InputNamed"}
+    ]
+    assert choices("NamedAfterRun") == ([("$.execution", "InputNamed")], "StartNamedRun")
+    assert states["InputNamed"]["Choices"] == [
+        {"Variable": "$.given.inputPrefix", "IsPresent": True, "Next": "JobArguments"}
+    ]
+    assert choices("InputNamed") == ([("$.given.inputPrefix", "JobArguments")], "PlanInput")
+    assert states["PlanInput"]["Next"] == "AnythingNew"
+    assert states["AnythingNew"]["Choices"] == [{"Variable": "$.plan.files", "NumericEquals": 0, "Next": "NothingToDo"}]
+    assert choices("AnythingNew") == ([("$.plan.files", "NothingToDo")], "IncrementalJobArguments")
+    for arguments in ("JobArguments", "IncrementalJobArguments"):
+        assert states[arguments]["Next"] == "Dedup"
+    assert (states["Dedup"]["Next"], states["Shred"]["Next"]) == ("Shred", "Succeeded")
+    assert states["StartNamedRun"]["Next"] == "HandedOver"
+    assert {states[name]["Type"] for name in ("NothingToDo", "HandedOver", "Succeeded")} == {"Succeed"}
     assert asl["TimeoutSeconds"] == 250 * 60  # dev: both jobs, one retry each, the waits
+
+
+def test_a_run_id_runs_once_as_the_execution_named_after_it(dev: Synthesized) -> None:
+    states = definition(dev)["States"]
+    start = states["StartNamedRun"]
+    assert start["Resource"] == "arn:${AWS::Partition}:states:::states:startExecution"
+    assert start["Parameters"] == {
+        "StateMachineArn": "arn:aws:states:eu-west-1:${AWS::AccountId}:stateMachine:winnow-dev-pipeline",
+        "Name.$": "States.Format('run-{}', $.run.runId)",
+        "Input.$": "States.JsonMerge($.runDefaults, $.given, false)",
+    }
+    assert start["Catch"] == [
+        {"ErrorEquals": ["StepFunctions.ExecutionAlreadyExistsException"], "ResultPath": "$.error",
+         "Next": "RunAlreadyStarted"},
+        {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "NotifyFailure"},
+    ]  # fmt: skip
+    assert states["RunAlreadyStarted"]["Error"] == "RunAlreadyStarted"
+    statements = policy_statements(dev.template("Orchestration"), "PipelineStateMachineRole")
+    assert {"Action": "states:StartExecution", "Effect": "Allow",
+            "Resource": "arn:aws:states:eu-west-1:${AWS::AccountId}:stateMachine:winnow-dev-pipeline"} in statements  # fmt: skip
+
+
+def test_the_input_planner_lists_input_and_writes_only_ledger_entries(dev: Synthesized) -> None:
+    template = dev.template("Orchestration")
+    function = only(template, "AWS::Lambda::Function")["Properties"]
+    assert (function["Runtime"], function["Handler"]) == ("python3.14", "jobs.planner_lambda.handler")
+    assert (function["FunctionName"], function["Timeout"], function["MemorySize"]) == (
+        "winnow-dev-input-planner",
+        300,
+        512,
+    )
+    plan = definition(dev)["States"]["PlanInput"]
+    assert plan["Parameters"]["Payload"] == {
+        "runId.$": "$.run.runId",
+        "input.$": "States.Format('s3://{}/{}', $.settings.inputBucket, $.run.inputPrefix)",
+        "output.$": "$.settings.dedupOutput",
+        "config.$": "$.settings.config",
+    }
+    assert plan["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "NotifyFailure"}]
+    output = "arn:aws:s3:::winnow-dev-output-${AWS::AccountId}-eu-west-1"
+    statements = {s.get("Sid"): s for s in policy_statements(template, "InputPlannerRole")}
+    assert statements["ReadRuns"]["Action"] == "s3:GetObject"
+    assert statements["ReadRuns"]["Resource"] == f"{output}/deduplicated/*"
+    assert statements["WriteLedger"] == {
+        "Sid": "WriteLedger", "Action": "s3:PutObject", "Effect": "Allow",
+        "Resource": f"{output}/deduplicated/_ledger/*",
+    }  # fmt: skip
+    assert statements["List1"]["Condition"] == {"StringLike": {"s3:prefix": ["deduplicated/*"]}}
+    assert statements["List0"]["Condition"] == {"StringLike": {"s3:prefix": ["enriched/*"]}}
+    assert set(statements) == {"WriteLogs", "ReadRuns", "WriteLedger", "ReadConfig", "List0", "List1"}
 
 
 def test_run_id_comes_from_the_scheduled_time_unless_given(dev: Synthesized) -> None:
     states = definition(dev)["States"]
     assert states["Defaults"]["Parameters"] == {
         "given.$": "$",
+        "execution.$": "$$.Execution.Name",
         "defaults": {"scheduledTime.$": "$$.Execution.StartTime", "inputPrefix": "enriched/"},
     }
     split = "States.StringSplit($.run.scheduledTime, '-T:.Z')"
@@ -35,7 +108,7 @@ def test_run_id_comes_from_the_scheduled_time_unless_given(dev: Synthesized) -> 
     assert states["RunIdFromTime"]["Parameters"]["defaults"] == {
         "runId.$": f"States.Format('{{}}-{{}}-{{}}-{{}}-{{}}-{{}}', {fields})"
     }
-    assert states["Run"]["Parameters"]["run.$"] == "States.JsonMerge($.defaults, $.given, false)"
+    assert states["Run"]["Parameters"]["run.$"] == "States.JsonMerge($.defaults, $.run, false)"
 
 
 def test_job_tasks_run_the_packaged_jobs_with_retries_and_a_catch(dev: Synthesized) -> None:
@@ -86,8 +159,10 @@ def test_state_machine_logs_all_traces_and_uses_the_job_runs_policy(dev: Synthes
     assert machine["TracingConfiguration"] == {"Enabled": True}
     assert machine["LoggingConfiguration"]["Level"] == "ALL"
     assert machine["LoggingConfiguration"]["IncludeExecutionData"] is True
-    (log_group,) = resources(template, "AWS::Logs::LogGroup").values()
-    assert log_group["Properties"]["LogGroupName"] == "/aws/vendedlogs/states/winnow-dev-pipeline"
+    log_groups = sorted(
+        group["Properties"]["LogGroupName"] for group in resources(template, "AWS::Logs::LogGroup").values()
+    )
+    assert log_groups == ["/aws/lambda/winnow-dev-input-planner", "/aws/vendedlogs/states/winnow-dev-pipeline"]
     (role,) = [r for k, r in resources(template, "AWS::IAM::Role").items() if k.startswith("PipelineStateMachine")]
     assert role["Properties"]["ManagedPolicyArns"] == [
         "${Import:Winnow-dev-Processing:" + role["Properties"]["ManagedPolicyArns"][0].split(":")[-1]

@@ -25,40 +25,132 @@ def succeeding(dev: Synthesized) -> dict[str, Any]:
 
 
 def output(described: dict[str, Any]) -> dict[str, Any]:
-    assert described["status"] == "SUCCEEDED", described
+    assert described["status"] == "SUCCEEDED", (described.get("error"), described.get("cause"))
     result: dict[str, Any] = json.loads(described["output"])
     return result
 
 
+BUCKETS = {kind: f"winnow-dev-{kind}-{flow.ACCOUNT}-{flow.REGION}" for kind in ("input", "output", "artifacts")}
+
+
+def lake(dev: Synthesized, config: dict[str, Any] | None = None) -> Any:
+    """moto's S3 with the dev buckets and the deployed job config (the planner reads its `input` section),
+    and the failure topic."""
+    boto3.client("sns", region_name=flow.REGION).create_topic(Name=flow.topic_name(succeeding(dev)))
+    s3 = boto3.client("s3", region_name=flow.REGION)
+    for bucket in BUCKETS.values():
+        s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": flow.REGION})
+    version = dev.pipeline.processing.artifacts.version
+    s3.put_object(Bucket=BUCKETS["artifacts"], Key=f"jobs/{version}/config.json", Body=json.dumps(config or {}))
+    return s3
+
+
+def dedup_arguments(result: dict[str, Any]) -> list[str]:
+    arguments: list[str] = result["jobs"]["dedup"]["JobDriver"]["SparkSubmit"]["EntryPointArguments"]
+    return arguments
+
+
 @pytest.mark.usefixtures("aws")
-def test_empty_console_input_runs_both_jobs_with_the_start_time_as_run_id(dev: Synthesized) -> None:
-    described = flow.execute(succeeding(dev), {})
+def test_an_unnamed_start_hands_the_run_over_to_an_execution_named_after_it(dev: Synthesized) -> None:
+    lake(dev)
+    first = flow.start(succeeding(dev), {})
+    run_id = first["startDate"].astimezone(UTC).strftime("%Y-%m-%d-%H-%M-%S")
+    assert first["status"] == "SUCCEEDED", (first.get("error"), first.get("cause"))
+    assert flow.states_entered(first["executionArn"]) == [
+        "Defaults", "MergeInput", "RunIdFromTime", "Run", "NamedAfterRun", "StartNamedRun", "HandedOver",
+    ]  # fmt: skip
+    named = json.loads(first["output"])["handedOverTo"]["executionArn"]
+    assert named.endswith(f":run-{run_id}")
+    described = flow.wait(named)
+    assert json.loads(described["input"]) == {"runId": run_id}
     result = output(described)
-    run_id = described["startDate"].astimezone(UTC).strftime("%Y-%m-%d-%H-%M-%S")
-    assert result["run"]["runId"] == run_id
-    assert result["run"]["inputPrefix"] == "enriched/"
-    dedup_args = result["jobs"]["dedup"]["JobDriver"]["SparkSubmit"]["EntryPointArguments"]
-    assert dedup_args[:7] == [
-        "dedup",
-        "--input",
-        f"s3://winnow-dev-input-{flow.ACCOUNT}-{flow.REGION}/enriched/",
-        "--output",
-        f"s3://winnow-dev-output-{flow.ACCOUNT}-{flow.REGION}/deduplicated",
-        "--run-id",
-        run_id,
+    assert result["run"]["runId"] == run_id and result["plan"]["files"] == 0  # an empty lake: nothing to do
+    assert flow.states_entered(named)[-3:] == ["PlanInput", "AnythingNew", "NothingToDo"]
+
+
+@pytest.mark.usefixtures("aws")
+def test_a_second_execution_of_a_run_id_is_refused(dev: Synthesized) -> None:
+    lake(dev)
+    asl = succeeding(dev)
+    assert flow.execute(asl, {"scheduledTime": "2026-11-22T03:00:00Z"})["status"] == "SUCCEEDED"
+    # The same run started again from the console, with another input: Step Functions refuses the name.
+    again = flow.start(asl, {"runId": "2026-11-22-03-00-00", "inputPrefix": "enriched/2026/"})
+    assert (again["status"], again["error"]) == ("FAILED", "RunAlreadyStarted")
+    assert again["cause"] == (
+        "Run 2026-11-22-03-00-00 already has an execution named run-2026-11-22-03-00-00: a run id runs once. "
+        "Redrive that execution, or start one named run-2026-11-22-03-00-00-<anything> to redo the run"
+    )
+    assert "Dedup" not in flow.states_entered(again["executionArn"])
+    redo = flow.start(asl, {"runId": "2026-11-22-03-00-00", "inputPrefix": "enriched/2026/"},
+                      name="run-2026-11-22-03-00-00-redo")  # fmt: skip
+    assert dedup_arguments(output(redo))[6] == "2026-11-22-03-00-00"
+
+
+@pytest.mark.usefixtures("aws")
+def test_scheduled_runs_read_new_files_only_and_start_no_job_when_there_is_none(dev: Synthesized) -> None:
+    s3 = lake(dev)
+    asl = succeeding(dev)
+
+    def put(key: str) -> str:
+        s3.put_object(Bucket=BUCKETS["input"], Key=key, Body=b"line\n")
+        return f"s3://{BUCKETS['input']}/{key}"
+
+    def scheduled_run(time: str) -> dict[str, Any]:
+        described = flow.execute(asl, {"scheduledTime": time})
+        result = output(described)
+        if result.get("args"):  # stand in for the dedup job, which completes the run's ledger entry
+            s3.put_object(Bucket=BUCKETS["output"], Key=f"deduplicated/run={result['run']['runId']}/_SUCCESS", Body=b"")
+        return result
+
+    first_files = [put("enriched/2026/11/22/01/part-0.gz"), put("enriched/2026/11/22/02/part-0.gz")]
+    first = scheduled_run("2026-11-22T03:00:00Z")
+    assert dedup_arguments(first) == [
+        "dedup", "--input", f"s3://{BUCKETS['input']}/enriched/", "--output", f"s3://{BUCKETS['output']}/deduplicated",
+        "--run-id", "2026-11-22-03-00-00", "--config", dedup_arguments(first)[8], "--manifest",
+        "dynamodb://winnow-dev-manifest", "--incremental",
+    ]  # fmt: skip
+    assert first["plan"]["files"] == 2 and first["plan"]["entry"] == 1
+
+    second_files = [put("enriched/2026/11/22/03/part-0.gz")]
+    second = scheduled_run("2026-11-22T04:00:00Z")
+    assert second["plan"]["files"] == 1 and second["plan"]["entry"] == 2
+
+    third = scheduled_run("2026-11-22T05:00:00Z")
+    assert (third["plan"]["files"], "jobs" in third) == (0, False)  # nothing new: no job run started
+    named = f"arn:aws:states:{flow.REGION}:{flow.ACCOUNT}:execution:winnow-dev-pipeline:run-2026-11-22-05-00-00"
+    assert "Dedup" not in flow.states_entered(named)
+
+    entries = [
+        json.loads(s3.get_object(Bucket=BUCKETS["output"], Key=f"deduplicated/_ledger/{n:020d}.json")["Body"].read())
+        for n in (1, 2)
     ]
-    assert result["jobs"]["dedup"]["Name"] == f"dedup-{run_id}"
-    assert result["jobs"]["shred"]["Name"] == f"shred-{run_id}"
-    assert flow.states_entered(described["executionArn"]) == [
-        "Defaults",
-        "MergeInput",
-        "RunIdFromTime",
-        "Run",
-        "JobArguments",
-        "Dedup",
-        "Shred",
-        "Succeeded",
-    ]
+    assert [[file["path"] for file in entry["files"]] for entry in entries] == [first_files, second_files]
+
+
+@pytest.mark.usefixtures("aws")
+def test_a_backlog_is_worked_off_over_several_runs_within_the_configured_cap(dev: Synthesized) -> None:
+    s3 = lake(dev, {"input": {"max_files": 2}})
+    for hour in range(5):
+        s3.put_object(Bucket=BUCKETS["input"], Key=f"enriched/2026/11/21/{hour:02d}/part-0.gz", Body=b"line\n")
+    taken = []
+    for hour in range(4):
+        result = output(flow.execute(succeeding(dev), {"scheduledTime": f"2026-11-22T0{hour}:00:00Z"}))
+        taken.append((result["plan"]["files"], result["plan"]["backlogFiles"]))
+        key = f"deduplicated/run={result['run']['runId']}/_SUCCESS"
+        s3.put_object(Bucket=BUCKETS["output"], Key=key, Body=b"")
+    assert taken == [(2, 3), (2, 1), (1, 0), (0, 0)]
+
+
+@pytest.mark.usefixtures("aws")
+def test_a_run_while_an_earlier_one_is_unfinished_fails_naming_it(dev: Synthesized) -> None:
+    s3 = lake(dev)
+    s3.put_object(Bucket=BUCKETS["input"], Key="enriched/2026/11/22/01/part-0.gz", Body=b"line\n")
+    assert output(flow.execute(succeeding(dev), {"scheduledTime": "2026-11-22T03:00:00Z"}))["plan"]["files"] == 1
+    # No _SUCCESS for run 03:00 (it failed, or is still running): the next run does not start.
+    described = flow.execute(succeeding(dev), {"scheduledTime": "2026-11-22T04:00:00Z"})
+    assert (described["status"], described["error"]) == ("FAILED", "IncrementalRunError")
+    assert "run 2026-11-22-03-00-00 (ledger entry 1, 1 files) has not completed" in described["cause"]
+    assert flow.states_entered(described["executionArn"])[-3:] == ["PlanInput", "NotifyFailure", "Failed"]
 
 
 @pytest.mark.usefixtures("aws")
@@ -69,6 +161,7 @@ def test_empty_console_input_runs_both_jobs_with_the_start_time_as_run_id(dev: S
 def test_scheduled_runs_take_their_run_id_from_the_scheduled_time(
     dev: Synthesized, scheduled_time: str, run_id: str
 ) -> None:
+    lake(dev).put_object(Bucket=BUCKETS["input"], Key="enriched/2026/11/22/02/part-0.gz", Body=b"line\n")
     result = output(flow.execute(succeeding(dev), {"scheduledTime": scheduled_time}))
     assert result["run"]["runId"] == run_id
     shred_args = result["jobs"]["shred"]["JobDriver"]["SparkSubmit"]["EntryPointArguments"]
@@ -99,7 +192,7 @@ def test_a_failed_job_is_retried_then_notifies_the_topic_and_fails_with_the_caus
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
 
-    described = flow.execute(asl, {"runId": "2026-11-22-03-00-00"})
+    described = flow.execute(asl, {"runId": "2026-11-22-03-00-00", "inputPrefix": "enriched/"})
 
     assert described["status"] == "FAILED"
     assert described["error"] == "DynamoDB.ResourceNotFoundException"

@@ -7,6 +7,7 @@ import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -40,8 +41,9 @@ def dedup(root: Path, output: Path, hour: int, *extra: str) -> int:
     return main([*argv, *extra])
 
 
-def summary_of(output: Path, hour: int) -> dict:
-    return json.loads((output / f"run={run_id(hour)}" / "summary.json").read_text())
+def summary_of(output: Path, hour: int) -> dict[str, Any]:
+    summary: dict[str, Any] = json.loads((output / f"run={run_id(hour)}" / "summary.json").read_text())
+    return summary
 
 
 def complete(output: Path, hour: int) -> None:
@@ -73,7 +75,10 @@ def test_each_file_is_read_by_one_run_and_a_redo_reads_the_same_files(
 
     assert dedup(root, output, 2) == 0  # nothing new: exit 0, no run written
     out = capsys.readouterr().out
-    assert f"dedup run {run_id(2)}: nothing to do: no new input files under {root} (2 listed, 2 read by earlier runs)" in out
+    assert (
+        f"dedup run {run_id(2)}: nothing to do: no new input files under {root} (2 listed, 2 read by earlier runs)"
+        in out
+    )
     assert not (output / f"run={run_id(2)}").exists()
     assert [entry["run_id"] for entry in Ledger(str(output)).entries()] == [run_id(0), run_id(1)]
 
@@ -241,7 +246,7 @@ def test_two_planners_racing_for_one_entry_one_wins(tmp_path: Path, monkeypatch:
     put(root, "hourly", 0, "part-0.tsv", [event(ID_A)])
     create = Ledger.create
 
-    def another_planner_first(self: Ledger, number: int, document: dict) -> bool:
+    def another_planner_first(self: Ledger, number: int, document: dict[str, Any]) -> bool:
         assert create(self, number, {**document, "run_id": run_id(8)})  # the other run creates it between our steps
         return create(self, number, document)
 
