@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 import time
 import traceback
@@ -109,6 +110,17 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def worker_error(err: BaseException) -> str | None:
+    """The last of our own errors in a Spark task's Python traceback (e.g. a throttled manifest request), as
+    `Class: message`; None when the failure came from elsewhere."""
+    found = None
+    for line in str(err).splitlines():
+        match = re.match(r"\s*jobs\.[\w.]*\.(\w+Error): (.+)$", line)
+        if match:
+            found = f"{match.group(1)}: {match.group(2)}"
+    return found
+
+
 def first_line(err: BaseException) -> str:
     return (str(err).strip().splitlines() or [""])[0]
 
@@ -143,8 +155,7 @@ def run_spark_job(
     except WinnowError:
         raise
     except Exception as err:  # a failed Spark job: one clear line (main prints it), the detail with --debug
-        raise JobFailedError(
-            f"{args.job} run {run_id} failed, no _SUCCESS written: {type(err).__name__}: {first_line(err)}"
-        ) from err
+        cause = worker_error(err) or f"{type(err).__name__}: {first_line(err)}"
+        raise JobFailedError(f"{args.job} run {run_id} failed, no _SUCCESS written: {cause}") from err
     print(render(summary))
     return 0

@@ -61,10 +61,15 @@ class ManifestConfig:
     concurrency: int = 16
     """DynamoDB requests in flight per Spark task."""
     max_attempts: int = 10
-    """DynamoDB attempts per request (botocore adaptive retry mode) before the job fails."""
+    """DynamoDB attempts per request, the first included (botocore adaptive retry mode)."""
+    throttle_patience_seconds: int = 3600
+    """How long one DynamoDB request may stay throttled (waited out after botocore's attempts) before the run
+    stops."""
 
     def __post_init__(self) -> None:
-        for name, low, high in (("ttl_days", 1, 36_500), ("concurrency", 1, 256), ("max_attempts", 1, 100)):
+        limits = (("ttl_days", 1, 36_500), ("concurrency", 1, 256), ("max_attempts", 1, 100),
+                  ("throttle_patience_seconds", 1, 86_400))  # fmt: skip
+        for name, low, high in limits:
             value = getattr(self, name)
             if not low <= value <= high:
                 raise InvalidConfigError(

@@ -47,6 +47,11 @@ def render(summary: dict[str, Any]) -> str:
         rows.append(("  per input line", f"{manifest['requests_per_input_line']:.3f}"))
         rows.append(("  conditional failures", manifest["conditional_failures"]))
         rows.append(("  retries / throttles", f"{manifest['retries']:,} / {manifest['throttles']:,}"))
+        if manifest.get("throttle_waits"):
+            rows.append(("  throttled, waited out", manifest["throttle_waits"]))
+        pacing = manifest.get("pacing")
+        if pacing:
+            rows.append(("  paced per task", f"{pacing['writes_per_second_per_task']:,} puts/s"))
     rows.append(("wall time", f"{summary['wall_time_seconds']:.1f} s"))
     footer = [f"  manifest: {manifest['uri']}"] if manifest else []
     footer.append(f"  output: {summary['output']}")

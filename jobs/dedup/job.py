@@ -91,9 +91,12 @@ def counted(decided: DataFrame) -> tuple[DataFrame, Observation]:
 
 def manifest_for(config: JobConfig, create: bool = False) -> Manifest | None:
     """The configured manifest, checked (or created first, with `create`); None when there is none."""
-    if config.manifest.uri is None:
+    settings = config.manifest
+    if settings.uri is None:
         return None
-    manifest = open_manifest(config.manifest.uri, config.manifest.concurrency, config.manifest.max_attempts)
+    manifest = open_manifest(
+        settings.uri, settings.concurrency, settings.max_attempts, settings.throttle_patience_seconds
+    )
     if create:
         manifest.create()
     manifest.check()
@@ -124,6 +127,9 @@ def run(
     require_input(spark, input_path)
     check_apart("--output", output_path, {"--input": input_path})
     manifest = manifest_for(config, create_manifest)  # before any work: a wrong table stops the run here
+    pacing = None
+    if manifest is not None:
+        manifest, pacing = manifest.paced(tasks_at_once(spark))
     plan = None
     if incremental is not None:
         progress(f"finding the input files under {input_path} no earlier run into {output_path} read")
@@ -139,6 +145,8 @@ def run(
         progress(f"reading every input file under {input_path} once")
         source = open_input(spark, input_path, config.input.skip_unreadable, plan.paths if plan else None)
         summary = _deduplicate(spark, config, source, folder, run_time, manifest, progress)
+        if summary["manifest"] is not None and pacing is not None:
+            summary["manifest"]["pacing"] = pacing
         summary.update(
             job="dedup",
             version=__version__,
@@ -152,6 +160,17 @@ def run(
         folder.write_json("summary.json", summary)
         folder.seal()
     return summary
+
+
+def tasks_at_once(spark: SparkSession) -> int:
+    """How many tasks can run at once: with dynamic allocation, its maximum executors times task slots per executor
+    (executors are still starting when the job begins); else Spark's default parallelism (local: the cores)."""
+    conf = spark.sparkContext.getConf()
+    executors = conf.get("spark.dynamicAllocation.maxExecutors")
+    if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true" and executors:
+        slots = int(conf.get("spark.executor.cores", "1")) // int(conf.get("spark.task.cpus", "1"))
+        return max(int(executors) * max(slots, 1), 1)
+    return max(spark.sparkContext.defaultParallelism, 1)
 
 
 def _deduplicate(

@@ -15,7 +15,7 @@ from jobs import __version__
 from jobs.config import JobConfig
 from jobs.dedup.crossbatch import check_and_set
 from jobs.dedup.inbatch import SEEN_EARLIER
-from jobs.dedup.job import Progress, manifest_for
+from jobs.dedup.job import Progress, manifest_for, tasks_at_once
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.lake import Input, absolute, open_input, require_input
@@ -47,10 +47,13 @@ def run(
         )
     input_path = absolute(input_path)
     require_input(spark, input_path)
+    manifest, pacing = manifest.paced(tasks_at_once(spark))  # a back-fill is the heaviest load a table gets
     with writer_lease(spark, manifest, "populate-manifest", run_id):
         progress(f"reading every input file under {input_path} once")
         source = open_input(spark, input_path, config.input.skip_unreadable)
         summary = _populate(spark, config, source, manifest, run_time, progress)
+        if pacing is not None:
+            summary["manifest"]["pacing"] = pacing
     return {
         "job": "populate-manifest",
         "version": __version__,

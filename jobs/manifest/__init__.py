@@ -13,7 +13,9 @@ __all__ = ["IdResult", "Manifest", "ManifestClient", "ManifestError", "ManifestS
 URI_FORMS = "sqlite:///abs/path.db, sqlite:relative/path.db or dynamodb://TABLE"
 
 
-def open_manifest(uri: str, concurrency: int = 16, max_attempts: int = 10) -> Manifest:
+def open_manifest(
+    uri: str, concurrency: int = 16, max_attempts: int = 10, patience_seconds: float = 3600.0
+) -> Manifest:
     """The manifest a URI names. Nothing is contacted yet (see `Manifest.check`).
 
     Raises:
@@ -51,6 +53,6 @@ def open_manifest(uri: str, concurrency: int = 16, max_attempts: int = 10) -> Ma
         endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB") or os.environ.get("AWS_ENDPOINT_URL")
         return DynamoDbManifest(
             uri=uri, table=parsed.netloc, region=region, endpoint_url=endpoint,
-            concurrency=concurrency, max_attempts=max_attempts,
+            concurrency=concurrency, max_attempts=max_attempts, patience_seconds=patience_seconds,
         )  # fmt: skip
     raise InvalidArgumentError(f"--manifest: given {uri!r}; allowed: {URI_FORMS}")

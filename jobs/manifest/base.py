@@ -16,6 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from jobs.errors import WinnowError
 
@@ -36,6 +37,8 @@ class ManifestStats:
     conditional_failures: int = 0
     retries: int = 0
     throttles: int = 0
+    throttle_waits: int = 0
+    """Throttled requests botocore gave up on, waited out and sent again (DynamoDB)."""
     consumed_capacity: float = 0.0
 
     def add(self, other: ManifestStats) -> ManifestStats:
@@ -105,6 +108,11 @@ class Manifest(ABC):
     @abstractmethod
     def client(self) -> ManifestClient:
         """A new client; called once per Python worker."""
+
+    def paced(self, tasks: int) -> tuple[Manifest, dict[str, Any] | None]:
+        """This manifest with each worker's share of the backend's capacity when `tasks` tasks call it at once,
+        and the pacing figures for summary.json (None: the backend needs no pacing)."""
+        return self, None
 
     def settle(self) -> None:  # noqa: B027  (optional hook)
         """After a run's manifest work, on the driver: leave the manifest complete where it is stored."""

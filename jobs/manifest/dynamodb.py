@@ -2,15 +2,25 @@
 
 Table: partition key `eventId` (S), sort key `fingerprint` (S), TTL on `ttl`. Item: `eventId`, `fingerprint`,
 `etlTime` (N, epoch seconds of the run), `ttl` (N). Numbers are written as text, so they are 64-bit.
-Retries: botocore's adaptive mode (client-side rate limiting plus backoff); throttling never becomes a
-lost event: after the retries the call raises and the job fails, to be rerun with the same run id.
+Throttling slows a run, it does not fail it (`paced`, `DynamoDbClient`):
+- pacing: the driver reads the table's capacity (provisioned units, or on-demand's maximum or warm throughput,
+  else the documented 4,000 writes and 12,000 reads per second of a new on-demand table) and divides it by the
+  number of tasks that can run at once; each Python worker (one task at a time) keeps its puts and its queries
+  under its share, so the tasks together stay under the table's capacity instead of storming it;
+- retries: botocore's adaptive mode (client-side rate limiting plus backoff), `max_attempts` in all; a throttling
+  error that still comes back (botocore's retry quota drained, or its attempts used up) is waited out here, with
+  growing waits, for up to `patience_seconds` per request; only then does the run stop, with one line, to be
+  rerun with the same run id. Other errors fail the task as before.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
+import random
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,6 +36,63 @@ from jobs.manifest.base import IdResult, Manifest, ManifestClient, ManifestError
 PUT_CONDITION = "attribute_not_exists(eventId) OR etlTime >= :etl OR #ttl <= :etl"
 THROTTLING_CODES = {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
 EXPECTED_KEYS = [("eventId", "HASH", "S"), ("fingerprint", "RANGE", "S")]
+# A new on-demand table serves up to 4,000 write and 12,000 read request units per second (AWS: "On-demand
+# capacity mode", initial throughput), more only after it has seen higher peaks.
+ON_DEMAND_WRITE_UNITS, ON_DEMAND_READ_UNITS = 4_000, 12_000
+# A manifest item is well under 1 KB: a put costs 1 write unit; an eventually consistent query of one id's
+# items (under 4 KB) costs half a read unit.
+QUERIES_PER_READ_UNIT = 2
+LONGEST_WAIT_SECONDS = 20.0
+
+
+class ManifestThrottledError(ManifestError):
+    """A request was throttled for longer than `manifest.throttle_patience_seconds`: the run stops (exit 1)."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What the table serves per second, and where that figure comes from (for summary.json)."""
+
+    writes_per_second: float
+    queries_per_second: float
+    source: str
+
+
+def table_capacity(table: dict[str, Any]) -> Capacity:
+    """The request rates a DescribeTable answer allows: provisioned units, else on-demand's limits."""
+    provisioned = table.get("ProvisionedThroughput", {})
+    mode = table.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED")
+    if mode == "PROVISIONED" and provisioned.get("WriteCapacityUnits"):
+        return Capacity(
+            float(provisioned["WriteCapacityUnits"]),
+            float(provisioned["ReadCapacityUnits"] * QUERIES_PER_READ_UNIT),
+            "provisioned capacity",
+        )
+    maximum = table.get("OnDemandThroughput", {})
+    warm = table.get("WarmThroughput", {})
+    writes = maximum.get("MaxWriteRequestUnits") or warm.get("WriteUnitsPerSecond") or ON_DEMAND_WRITE_UNITS
+    reads = maximum.get("MaxReadRequestUnits") or warm.get("ReadUnitsPerSecond") or ON_DEMAND_READ_UNITS
+    return Capacity(float(writes), float(reads * QUERIES_PER_READ_UNIT), "on-demand throughput")
+
+
+class Pace:
+    """At most `rate` calls per second on average, across the threads of one worker (a burst of at most one
+    second's worth after an idle spell)."""
+
+    def __init__(self, rate: float) -> None:
+        self.interval = 1.0 / rate
+        self.next = time.monotonic()
+        self.lock = threading.Lock()
+
+    def wait(self) -> None:
+        with self.lock:
+            now = time.monotonic()
+            start = max(self.next, now - 1.0)
+            self.next = start + self.interval
+        if start > now:
+            time.sleep(start - now)
 
 
 @dataclass(frozen=True)
@@ -38,13 +105,18 @@ class DynamoDbManifest(Manifest):
     endpoint_url: str | None = None
     concurrency: int = 16
     max_attempts: int = 10
+    patience_seconds: float = 3600.0
+    writes_per_second: float | None = None
+    """Per worker (set by `paced`); None: not paced."""
+    queries_per_second: float | None = None
 
     def _client(self, max_pool_connections: int = 10) -> Any:
         import boto3
         from botocore.config import Config
 
         config = Config(
-            retries={"mode": "adaptive", "max_attempts": self.max_attempts},
+            # total_max_attempts counts the first attempt too (`max_attempts` here would mean retries).
+            retries={"mode": "adaptive", "total_max_attempts": self.max_attempts},
             max_pool_connections=max_pool_connections,
         )
         return boto3.client("dynamodb", region_name=self.region, endpoint_url=self.endpoint_url, config=config)
@@ -126,18 +198,86 @@ class DynamoDbManifest(Manifest):
                 TableName=self.table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"}
             )
 
+    def paced(self, tasks: int) -> tuple[DynamoDbManifest, dict[str, Any]]:
+        """This manifest with each worker's share of the table's capacity, for `tasks` tasks at once; and the
+        figures for summary.json."""
+        with self._environment_errors():
+            capacity = table_capacity(self._client().describe_table(TableName=self.table)["Table"])
+        tasks = max(tasks, 1)
+        paced = dataclasses.replace(
+            self,
+            writes_per_second=capacity.writes_per_second / tasks,
+            queries_per_second=capacity.queries_per_second / tasks,
+        )
+        figures = {
+            "capacity": capacity.source,
+            "table_writes_per_second": capacity.writes_per_second,
+            "table_queries_per_second": capacity.queries_per_second,
+            "tasks_at_once": tasks,
+            "writes_per_second_per_task": round(capacity.writes_per_second / tasks, 3),
+            "queries_per_second_per_task": round(capacity.queries_per_second / tasks, 3),
+        }
+        return paced, figures
+
     def client(self) -> ManifestClient:
-        return DynamoDbClient(self._client(max_pool_connections=self.concurrency), self.table, self.concurrency)
+        return self.dynamodb_client()
+
+    def dynamodb_client(self) -> DynamoDbClient:
+        return DynamoDbClient(
+            self._client(max_pool_connections=self.concurrency),
+            self.table,
+            self.concurrency,
+            patience_seconds=self.patience_seconds,
+            writes=Pace(self.writes_per_second) if self.writes_per_second else None,
+            queries=Pace(self.queries_per_second) if self.queries_per_second else None,
+        )
 
 
 class DynamoDbClient(ManifestClient):
-    def __init__(self, client: Any, table: str, concurrency: int) -> None:
+    def __init__(
+        self,
+        client: Any,
+        table: str,
+        concurrency: int,
+        patience_seconds: float = 3600.0,
+        writes: Pace | None = None,
+        queries: Pace | None = None,
+    ) -> None:
         super().__init__()
         self.client = client
         self.table = table
         self.concurrency = concurrency
+        self.patience_seconds = patience_seconds
+        self.writes = writes
+        self.queries = queries
         self._lock = threading.Lock()  # stats are updated from the pool's threads
         client.meta.events.register("needs-retry.dynamodb", self._count_throttle)
+
+    def call(self, operation: str, pace: Pace | None, **request: Any) -> dict[str, Any]:
+        """One request, paced; throttling that botocore gives up on is waited out, up to `patience_seconds`."""
+        started = time.monotonic()
+        for waits in itertools.count():
+            if pace is not None:
+                pace.wait()
+            try:
+                response: dict[str, Any] = getattr(self.client, operation)(**request)
+                return response
+            except ClientError as err:
+                if err.response.get("Error", {}).get("Code") not in THROTTLING_CODES:
+                    raise
+                waited = time.monotonic() - started
+                if waited >= self.patience_seconds:
+                    raise ManifestThrottledError(
+                        f"manifest table {self.table}: a {operation} was throttled for {waited:.0f} s "
+                        f"(manifest.throttle_patience_seconds: {self.patience_seconds:.0f}); nothing is lost: "
+                        "rerun with the same run id, with more table capacity or a lower manifest.concurrency"
+                    ) from err
+                with self._lock:
+                    self.stats.throttle_waits += 1
+                # Full jitter on a doubling wait: workers that were throttled together do not return together.
+                wait = random.uniform(0, min(LONGEST_WAIT_SECONDS, 0.1 * 2**waits))
+                time.sleep(min(wait, max(self.patience_seconds - waited, 0.0)))
+        raise AssertionError("unreachable")
 
     def _count_throttle(self, response: Any = None, **_: Any) -> None:
         # Called before each retry decision; counts throttled responses, decides nothing.
@@ -155,7 +295,9 @@ class DynamoDbClient(ManifestClient):
 
     def put(self, event_id: str, fingerprint: str, etl_time: int, ttl: int) -> bool:
         try:
-            response = self.client.put_item(
+            response = self.call(
+                "put_item",
+                self.writes,
                 TableName=self.table,
                 Item={"eventId": {"S": event_id}, "fingerprint": {"S": fingerprint},
                       "etlTime": {"N": str(etl_time)}, "ttl": {"N": str(ttl)}},
@@ -181,7 +323,7 @@ class DynamoDbClient(ManifestClient):
             "ReturnConsumedCapacity": "TOTAL",
         }
         while True:
-            response = self.client.query(**request)
+            response = self.call("query", self.queries, **request)
             self._account(response, queries=1)
             for item in response["Items"]:
                 if int(item["etlTime"]["N"]) < etl_time and int(item["ttl"]["N"]) > etl_time:

@@ -11,44 +11,52 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
 from jobs.lease import FileLease, Lease
 from jobs.manifest.base import Manifest
 
+if TYPE_CHECKING:
+    from jobs.manifest.dynamodb import DynamoDbClient
+
 LEASE_KEY = {"eventId": {"S": "winnow:writer-lease"}, "fingerprint": {"S": "writer"}}
 
 
 class DynamoDbLease(Lease):
-    """The writer lease as an item of the manifest table (conditional put, conditional delete)."""
+    """The writer lease as an item of the manifest table (conditional put, conditional delete), through the
+    manifest's own client, so a throttled table delays the lease as it delays the events (never fails it
+    before `manifest.throttle_patience_seconds`)."""
 
-    def __init__(self, client: Any, table: str, target: str, job: str, run_id: str) -> None:
+    def __init__(self, client: DynamoDbClient, target: str, job: str, run_id: str) -> None:
         super().__init__(target, job, run_id)
-        self.client = client
-        self.table = table
+        self.call = client.call
+        self.errors = client.client.exceptions
+        self.table = client.table
 
     def _create(self, document: bytes) -> bool:
         try:
-            self.client.put_item(
+            self.call(
+                "put_item",
+                None,
                 TableName=self.table,
                 Item={**LEASE_KEY, "holder": {"S": document.decode("utf-8")}, "token": {"S": self.holder.token}},
                 ConditionExpression="attribute_not_exists(eventId)",
             )
-        except self.client.exceptions.ConditionalCheckFailedException:
+        except self.errors.ConditionalCheckFailedException:
             return False
         return True
 
     def _read(self) -> bytes | None:
-        item = self.client.get_item(TableName=self.table, Key=LEASE_KEY, ConsistentRead=True).get("Item")
+        item = self.call("get_item", None, TableName=self.table, Key=LEASE_KEY, ConsistentRead=True).get("Item")
         return None if item is None else item["holder"]["S"].encode("utf-8")
 
     def _delete(self) -> None:
         # Only our own item: a lease someone removed by hand and another run took stays.
-        with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):
-            self.client.delete_item(
-                TableName=self.table, Key=LEASE_KEY, ConditionExpression="#token = :token",
+        with contextlib.suppress(self.errors.ConditionalCheckFailedException):
+            self.call(
+                "delete_item", None, TableName=self.table, Key=LEASE_KEY, ConditionExpression="#token = :token",
                 ExpressionAttributeNames={"#token": "token"}, ExpressionAttributeValues={":token": {"S": self.holder.token}},
             )  # fmt: skip
 
@@ -68,5 +76,5 @@ def writer_lease(spark: SparkSession, manifest: Manifest, job: str, run_id: str)
     if isinstance(manifest, SqliteManifest):
         return FileLease(spark, f"{manifest.path}.lease", target, job, run_id)
     if isinstance(manifest, DynamoDbManifest):
-        return DynamoDbLease(manifest._client(), manifest.table, target, job, run_id)
+        return DynamoDbLease(manifest.dynamodb_client(), target, job, run_id)
     raise TypeError(f"no writer lease for {type(manifest).__name__}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -20,17 +21,30 @@ BROKEN = b'{"__type":"com.amazon.coral.validate#ValidationException","message":"
 
 @dataclass
 class Faults:
-    """What the proxy does to PutItem requests (counted across all executors)."""
+    """What the proxy does to PutItem and Query requests (counted across all executors)."""
 
     throttle_every: int = 0  # every Nth PutItem is answered with throttling (0: none)
     fail_after: int = 0  # the PutItem after this many succeed gets a non-retryable error, once (0: never)
+    max_per_second: int = 0  # PutItems and Queries above this many in the last second are throttled (0: no limit)
     puts: int = 0
     throttled: int = 0
     failed: int = 0
+    served: list[float] = field(default_factory=list)  # when each request within the limit was let through
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def decide(self) -> bytes | None:
+    def decide(self, operation: str, body: bytes) -> bytes | None:
+        if b"winnow:writer-lease" in body:
+            return None  # the run's writer lease (jobs/manifest/lease.py) is spared: faults hit the events
         with self.lock:
+            if self.max_per_second:
+                now = time.monotonic()
+                recent = [moment for moment in self.served[-self.max_per_second :] if moment > now - 1.0]
+                if len(recent) >= self.max_per_second:
+                    self.throttled += 1
+                    return THROTTLED
+                self.served.append(now)
+            if operation != "PutItem":
+                return None
             self.puts += 1
             if self.fail_after and not self.failed and self.puts > self.fail_after:
                 self.failed += 1
@@ -57,7 +71,8 @@ def dynamodb_on_loopback(faults: Faults) -> Iterator[str]:
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            injected = faults.decide() if self.headers.get("X-Amz-Target", "").endswith(".PutItem") else None
+            operation = self.headers.get("X-Amz-Target", "").rpartition(".")[2]
+            injected = faults.decide(operation, body) if operation in ("PutItem", "Query") else None
             if injected is not None:
                 self._answer(400, injected, "application/x-amz-json-1.0")
                 return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,17 +155,25 @@ def test_a_run_that_fails_midway_is_completed_by_a_rerun(
     assert run_folder_content(out / f"run={RUN_2}") == EXPECTED_RUN_2
 
 
-def test_retries_that_run_out_fail_the_run_cleanly(
+def test_throttling_past_the_patience_stops_the_run_with_one_line(
     spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path, dynamodb: str, faults: Faults,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     out = tmp_path / "out"
     assert dedup(batches[0], out, RUN_1, dynamodb, "--create") == 0
-    faults.throttle_every = 1  # every put throttled: adaptive retries run out
-    config = tmp_path / "few-attempts.json"
-    config.write_text('{"manifest": {"max_attempts": 2}}')
+    faults.throttle_every = 1  # every put throttled, for good
+    config = tmp_path / "impatient.json"
+    config.write_text('{"manifest": {"max_attempts": 2, "throttle_patience_seconds": 2}}')
+    capsys.readouterr()
     assert dedup(batches[1], out, RUN_2, dynamodb, "--config", str(config)) == 1
-    assert "error: dedup run 2026-11-22-03-00-00 failed, no _SUCCESS written" in capsys.readouterr().err
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.fullmatch(
+        rf"error: dedup run {RUN_2} failed, no _SUCCESS written: ManifestThrottledError: manifest table "
+        r"events-manifest: a put_item was throttled for [0-9]+ s \(manifest.throttle_patience_seconds: 2\); nothing "
+        r"is lost: rerun with the same run id, with more table capacity or a lower manifest.concurrency "
+        r"\(run with --debug for the traceback\)",
+        line,
+    ), line
     assert not (out / f"run={RUN_2}" / "_SUCCESS").exists()
     faults.throttle_every = 0
     assert dedup(batches[1], out, RUN_2, dynamodb) == 0

@@ -186,6 +186,7 @@ def test_the_dynamodb_writer_lease_is_one_item_put_only_if_absent() -> None:
     from moto import mock_aws
 
     from jobs.lease import LeaseHeldError
+    from jobs.manifest.dynamodb import DynamoDbClient
     from jobs.manifest.lease import LEASE_KEY, DynamoDbLease
 
     with mock_aws():
@@ -196,8 +197,9 @@ def test_the_dynamodb_writer_lease_is_one_item_put_only_if_absent() -> None:
                                   {"AttributeName": "fingerprint", "AttributeType": "S"}],
             KeySchema=[{"AttributeName": "eventId", "KeyType": "HASH"}, {"AttributeName": "fingerprint", "KeyType": "RANGE"}],
         )  # fmt: skip
-        first = DynamoDbLease(client, "manifest", "manifest dynamodb://manifest", "dedup", RUN_ID)
-        second = DynamoDbLease(client, "manifest", "manifest dynamodb://manifest", "dedup", "2026-11-22-05-00-00")
+        manifest = DynamoDbClient(client, "manifest", concurrency=1)
+        first = DynamoDbLease(manifest, "manifest dynamodb://manifest", "dedup", RUN_ID)
+        second = DynamoDbLease(manifest, "manifest dynamodb://manifest", "dedup", "2026-11-22-05-00-00")
         with first:
             with pytest.raises(LeaseHeldError) as held:
                 second.acquire()

@@ -1,0 +1,103 @@
+"""Throttling slows a run and changes nothing: a DynamoDB stand-in on 127.0.0.1 that serves at most N
+requests a second, against the paced and patient manifest client."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.cli import main
+from tests.pipeline.helpers import run_folder_content
+from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
+
+RUNS = ("2026-11-22-03-00-00", "2026-11-23-03-00-00")
+TABLE = "events-manifest"
+
+
+@pytest.fixture(scope="module")
+def batches(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two batches of generated events, copies across them: cross-batch work for the manifest."""
+    folder = tmp_path_factory.mktemp("generated")
+    assert main(["generate", "--output", str(folder), "--events", "300", "--batches", "2", "--seed", "13",
+                 "--duplicate-share", "0.2"]) == 0  # fmt: skip
+    return folder
+
+
+@pytest.fixture
+def faults() -> Faults:
+    return Faults()
+
+
+@pytest.fixture
+def endpoint(monkeypatch: pytest.MonkeyPatch, faults: Faults) -> Iterator[str]:
+    with dynamodb_on_loopback(faults) as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+        yield url
+
+
+def provisioned_table(endpoint: str, writes: int, reads: int) -> None:
+    """The manifest table as the Storage stack makes it, provisioned (the proxy passes DDL through)."""
+    client = boto3.client("dynamodb", endpoint_url=endpoint)
+    client.create_table(
+        TableName=TABLE,
+        AttributeDefinitions=[{"AttributeName": "eventId", "AttributeType": "S"},
+                              {"AttributeName": "fingerprint", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "eventId", "KeyType": "HASH"}, {"AttributeName": "fingerprint", "KeyType": "RANGE"}],
+        BillingMode="PROVISIONED",
+        ProvisionedThroughput={"ReadCapacityUnits": reads, "WriteCapacityUnits": writes},
+    )  # fmt: skip
+    client.update_time_to_live(TableName=TABLE, TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"})
+
+
+def two_runs(batches: Path, output: Path, manifest: str, *extra: str) -> list[dict[str, list[str]]]:
+    for batch, run_id in zip(("batch=1", "batch=2"), RUNS, strict=True):
+        argv = ["dedup", "--input", str(batches / batch), "--output", str(output), "--run-id", run_id]
+        assert main([*argv, "--manifest", manifest, *extra]) == 0
+    return [run_folder_content(output / f"run={run_id}") for run_id in RUNS]
+
+
+def manifest_summary(output: Path, run_id: str) -> dict[str, Any]:
+    figures: dict[str, Any] = json.loads((output / f"run={run_id}" / "summary.json").read_text())["manifest"]
+    return figures
+
+
+@pytest.mark.slow  # about a minute of throttling
+def test_sustained_throttling_slows_the_run_and_changes_nothing(
+    spark: SparkSession, batches: Path, tmp_path: Path, endpoint: str, faults: Faults
+) -> None:
+    expected = two_runs(batches, tmp_path / "reference", f"sqlite:{tmp_path / 'manifest.db'}", "--create")
+    # The table claims far more than the stand-in serves (as when another job shares it): every second, all
+    # requests above 20 are throttled. One attempt per request: botocore never retries, so every throttle is
+    # waited out by the client itself, as when botocore's retry quota (500 tokens, 5 a retry) is drained.
+    provisioned_table(endpoint, writes=1000, reads=1000)
+    faults.max_per_second = 20
+    config = tmp_path / "one-attempt.json"
+    config.write_text('{"manifest": {"max_attempts": 1}}')
+
+    assert two_runs(batches, tmp_path / "out", f"dynamodb://{TABLE}", "--config", str(config)) == expected
+    waits = sum(manifest_summary(tmp_path / "out", run_id)["throttle_waits"] for run_id in RUNS)
+    assert faults.throttled > 0 and waits == faults.throttled  # each one waited out by the client
+
+
+def test_requests_are_paced_to_the_table_capacity(
+    spark: SparkSession, batches: Path, tmp_path: Path, endpoint: str, faults: Faults
+) -> None:
+    expected = two_runs(batches, tmp_path / "reference", f"sqlite:{tmp_path / 'manifest.db'}", "--create")
+    provisioned_table(endpoint, writes=30, reads=15)  # 30 puts and 30 queries a second in all
+    faults.max_per_second = 75  # the stand-in serves a little more than that
+    assert two_runs(batches, tmp_path / "out", f"dynamodb://{TABLE}") == expected
+    assert faults.throttled == 0
+    assert manifest_summary(tmp_path / "out", RUNS[1])["pacing"] == {
+        "capacity": "provisioned capacity",
+        "table_writes_per_second": 30.0,
+        "table_queries_per_second": 30.0,
+        "tasks_at_once": 2,
+        "writes_per_second_per_task": 15.0,
+        "queries_per_second_per_task": 15.0,
+    }
