@@ -183,6 +183,15 @@ class ScheduleConfig:
 # The wait before a failed job run is retried; it doubles with each retry (the state machine's backoff rate 2).
 RETRY_INTERVAL_SECONDS = 120
 
+# Manifest sizing (see EnvConfig.check_manifest_capacity).
+ON_DEMAND_WRITES_PER_SECOND, ON_DEMAND_QUERIES_PER_SECOND = 4_000, 24_000
+"""What a new on-demand table serves (4,000 write and 12,000 read request units a second, AWS "On-demand
+capacity mode"); a query of one id's items costs half a read unit (eventually consistent, under 4 KB)."""
+MANIFEST_SHARE_OF_JOB = 0.5
+"""The manifest pass must fit in this share of `emr.job_timeout_minutes` (the rest reads, decides and writes)."""
+REQUESTS_PER_SECOND_IN_FLIGHT = 100
+"""What one request in flight achieves: DynamoDB answers in single-digit milliseconds; 10 ms taken."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class PipelineConfig:
@@ -192,10 +201,13 @@ class PipelineConfig:
     """The whole run (both jobs, retries included) fails after this many minutes."""
     job_retries: int = 1
     """How many times a failed job run is retried (the jobs are rerun-safe), 0 to 3."""
+    events_per_run: int = 1_000_000
+    """The most events one run is sized for: the manifest table and the job timeout are checked against it."""
 
     def __post_init__(self) -> None:
         _check(10 <= self.timeout_minutes <= 10080, "pipeline.timeout_minutes", self.timeout_minutes, "10 to 10080")
         _check(0 <= self.job_retries <= 3, "pipeline.job_retries", self.job_retries, "0 to 3")
+        _check(1 <= self.events_per_run <= 10**12, "pipeline.events_per_run", self.events_per_run, "1 to 10^12")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -266,6 +278,70 @@ class EnvConfig(EnvSettings):
             self.pipeline.timeout_minutes,
             f"at least {needed}: 2 jobs x (1 + pipeline.job_retries) x emr.job_timeout_minutes, plus the waits "
             "before retries",
+        )
+
+        self.check_manifest_capacity()
+
+    def manifest_rates(self) -> tuple[float, float, str]:
+        """(puts, queries) a second the planned table serves, and what that comes from."""
+        if self.manifest.billing_mode == "provisioned":
+            assert self.manifest.read_capacity is not None and self.manifest.write_capacity is not None
+            return self.manifest.write_capacity, 2.0 * self.manifest.read_capacity, "provisioned"
+        return ON_DEMAND_WRITES_PER_SECOND, ON_DEMAND_QUERIES_PER_SECOND, "on-demand (a new table's throughput)"
+
+    def tasks_at_once(self) -> int:
+        """Executors times task slots: how many tasks call the manifest at once."""
+        conf = self.emr.spark_conf
+        return int(conf["spark.dynamicAllocation.maxExecutors"]) * int(conf.get("spark.executor.cores", "4"))
+
+    def check_manifest_capacity(self) -> None:
+        """Reject a plan the manifest table cannot serve.
+
+        The jobs pace their requests to the table's capacity (jobs/manifest/dynamodb.py), so requests in flight
+        no longer storm the table; what can still fail a run at 3 a.m. is a table too small for the volume (the
+        manifest pass of `pipeline.events_per_run` events, one put per event and, with cross-batch synthetic
+        dedup, one query, must fit in half the job timeout at the table's rate), or too few requests in flight
+        to reach that rate (executors x cores x `manifest.concurrency`, each ~100 requests a second).
+        """
+        conf = self.emr.spark_conf
+        _check(
+            str(conf.get("spark.dynamicAllocation.maxExecutors", "")).isdigit(),
+            "emr.spark_conf",
+            "spark.dynamicAllocation.maxExecutors " + str(conf.get("spark.dynamicAllocation.maxExecutors")),
+            'a whole number of executors in "spark.dynamicAllocation.maxExecutors" (the jobs divide the manifest '
+            "table's capacity by executors x cores)",
+        )
+        events = self.pipeline.events_per_run
+        writes, queries, source = self.manifest_rates()
+        window = MANIFEST_SHARE_OF_JOB * self.emr.job_timeout_minutes * 60
+        # name: (requests, requests/s the table serves, the capacity key, requests per capacity unit)
+        needed = {"puts": (events, writes, "manifest.write_capacity", 1)}
+        if self.job_config.manifest.cross_batch_synthetic:
+            needed["queries"] = (events, queries, "manifest.read_capacity", 2)
+        for name, (count, rate, key, per_unit) in needed.items():
+            minutes = count / rate / 60
+            _check(
+                minutes <= window / 60,
+                "manifest",
+                f"{self.manifest.billing_mode}: {rate:,.0f} {name}/s",
+                f"a table that serves the {count:,} {name} of pipeline.events_per_run within half of "
+                f"emr.job_timeout_minutes ({window / 60:.0f} min); at {rate:,.0f}/s ({source}) they take "
+                f"{minutes:,.0f} min. "
+                + ("Raise " if self.manifest.billing_mode == "provisioned" else "Use billing_mode provisioned with ")
+                + f"{key} {math.ceil(count / window / per_unit):,} or more, "
+                + ("use billing_mode on-demand, " if self.manifest.billing_mode == "provisioned" else "")
+                + "lower pipeline.events_per_run (and cap runs with jobs.input.max_files/max_bytes), or raise "
+                "emr.job_timeout_minutes",
+            )
+        in_flight = self.tasks_at_once() * self.job_config.manifest.concurrency
+        rate_needed = sum(count for count, *_ in needed.values()) / window
+        _check(
+            in_flight * REQUESTS_PER_SECOND_IN_FLIGHT >= rate_needed,
+            "jobs.manifest.concurrency",
+            self.job_config.manifest.concurrency,
+            f"enough requests in flight for {rate_needed:,.0f} requests/s: executors x cores x concurrency = "
+            f"{in_flight:,}, each ~{REQUESTS_PER_SECOND_IN_FLIGHT} requests/s; raise it, or "
+            "spark.dynamicAllocation.maxExecutors",
         )
 
     def minimum_pipeline_minutes(self) -> int:

@@ -119,3 +119,42 @@ def test_the_pipeline_timeout_covers_every_retry_of_both_jobs() -> None:
     three = dev_data(emr={"job_timeout_minutes": 60}, pipeline={"timeout_minutes": 497, "job_retries": 3})
     with pytest.raises(EnvConfigError, match=r"pipeline.timeout_minutes: given 497; allowed: at least 508: "):
         config_from_data("dev", three)  # waits 2 + 4 + 8 minutes per job
+
+
+def test_a_manifest_table_too_small_for_the_volume_is_rejected_with_the_capacity_it_needs() -> None:
+    prod = json.loads((CONFIG_DIR / "prod.json").read_text())
+    # The earlier prod plan: 50 read / 500 write units for 20 million events a run, half of 180 minutes.
+    prod["manifest"] = {"billing_mode": "provisioned", "read_capacity": 50, "write_capacity": 500}
+    with pytest.raises(EnvConfigError) as small:
+        config_from_data("prod", prod)
+    assert str(small.value) == (
+        'manifest: given "provisioned: 500 puts/s"; allowed: a table that serves the 20,000,000 puts of '
+        "pipeline.events_per_run within half of emr.job_timeout_minutes (90 min); at 500/s (provisioned) they take "
+        "667 min. Raise manifest.write_capacity 3,704 or more, use billing_mode on-demand, lower "
+        "pipeline.events_per_run (and cap runs with jobs.input.max_files/max_bytes), or raise emr.job_timeout_minutes"
+    )
+    prod["manifest"] = {"billing_mode": "provisioned", "read_capacity": 1000, "write_capacity": 4000}
+    with pytest.raises(EnvConfigError, match=r"Raise manifest.read_capacity 1,852 or more"):
+        config_from_data("prod", prod)  # queries: half a read unit each
+    prod["jobs"]["manifest"]["cross_batch_synthetic"] = False  # one put per pair only: no queries to serve
+    assert config_from_data("prod", prod).manifest_rates() == (4000, 2000.0, "provisioned")
+
+
+def test_too_few_requests_in_flight_for_the_volume_are_rejected() -> None:
+    data = dev_data(pipeline={"timeout_minutes": 250, "events_per_run": 5_000_000})
+    data["jobs"] = {"manifest": {"concurrency": 2}}  # 3 executors x 4 cores x 2 = 24 in flight, ~2,400/s
+    with pytest.raises(EnvConfigError, match=r"jobs.manifest.concurrency: given 2; allowed: enough requests in "
+                       r"flight for 5,556 requests/s: executors x cores x concurrency = 24"):  # fmt: skip
+        config_from_data("dev", data)
+    data["pipeline"]["events_per_run"] = 10_000_000  # on demand, 4,000 puts/s: 42 min, more than half of 60
+    with pytest.raises(EnvConfigError, match=r"they take 42 min. Use billing_mode provisioned with "
+                       r"manifest.write_capacity 5,556 or more, lower pipeline.events_per_run"):  # fmt: skip
+        config_from_data("dev", data)
+
+
+def test_the_executors_the_manifest_is_shared_by_must_be_bounded() -> None:
+    data = dev_data()
+    del data["emr"]["spark_conf"]["spark.dynamicAllocation.maxExecutors"]
+    with pytest.raises(EnvConfigError, match=r'emr.spark_conf: .* allowed: a whole number of executors in '
+                       r'"spark.dynamicAllocation.maxExecutors"'):  # fmt: skip
+        config_from_data("dev", data)

@@ -38,10 +38,11 @@ def test_dev_table_is_on_demand_and_disposable(dev: Synthesized) -> None:
     assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Delete", "Delete")
 
 
-def test_prod_table_is_provisioned_from_config_protected_and_retained(prod: Synthesized) -> None:
+def test_prod_table_is_on_demand_protected_and_retained(prod: Synthesized) -> None:
     table = only(prod.template("Storage"), "AWS::DynamoDB::Table")
-    assert table["Properties"]["ProvisionedThroughput"] == {"ReadCapacityUnits": 50, "WriteCapacityUnits": 500}
-    assert "BillingMode" not in table["Properties"] or table["Properties"]["BillingMode"] == "PROVISIONED"
+    # Sized for prod's 20 million events a run (configs/prod.json; the synth-time check in cdk/config.py).
+    assert table["Properties"]["BillingMode"] == "PAY_PER_REQUEST"
+    assert "ProvisionedThroughput" not in table["Properties"]
     assert table["Properties"]["DeletionProtectionEnabled"] is True
     assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
     assert prod.pipeline.storage.termination_protection is True
@@ -115,3 +116,15 @@ def test_job_logs_and_access_logs_expire_after_the_configured_days(prod: Synthes
         ]
 
     assert (expiry("job-logs"), expiry("access-logs"), expiry("input")) == ([90], [365], [])
+
+
+def test_a_provisioned_table_takes_its_capacity_from_config() -> None:
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from cdk.components.manifest_table import ManifestTable, ManifestTableProps
+
+    stack = cdk.Stack(cdk.App(), "Provisioned")
+    ManifestTable(stack, "Manifest", ManifestTableProps(table_name="t", retain=False, provisioned=(50, 500)))
+    (table,) = Template.from_stack(stack).find_resources("AWS::DynamoDB::Table").values()
+    assert table["Properties"]["ProvisionedThroughput"] == {"ReadCapacityUnits": 50, "WriteCapacityUnits": 500}
