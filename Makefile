@@ -92,8 +92,12 @@ synth-all: ## synthesize every environment (as CI does)
 diff: setup cdk-install package ## show what a deploy of ENV would change (needs AWS credentials)
 	$(CDK) diff --all $(CDK_FLAGS)
 
+# First stop the EMR application if it is idle (EMR refuses to update a started one), or stop here while it runs
+# jobs. --force: every stack is deployed even when its template is unchanged, so the Orchestration stack reads
+# the Processing stack's outputs again (weak references: a replaced application or role reaches the state machine).
 deploy: setup cdk-install package ## deploy ENV: code, config and infrastructure together (needs AWS credentials)
-	$(CDK) deploy --all $(CDK_FLAGS) --require-approval $(if $(filter prod,$(ENV)),broadening,never)
+	$(PY) -m scripts.quiesce_application --env $(ENV)
+	$(CDK) deploy --all --force $(CDK_FLAGS) --require-approval $(if $(filter prod,$(ENV)),broadening,never)
 
 destroy: setup cdk-install ## delete ENV's stacks (prod keeps its data: see README "Deploy")
 	$(CDK) destroy --all $(CDK_FLAGS)
