@@ -37,8 +37,6 @@ class JobExecutionRoleProps:
     log_bucket: s3.IBucket
     log_prefix: str
     """Where EMR writes the job runs' logs."""
-    metrics_namespace: str
-    """The CloudWatch namespace the entrypoint publishes the jobs' figures in."""
 
 
 class JobExecutionRole(Construct):
@@ -92,20 +90,4 @@ class JobExecutionRole(Construct):
             iam.PolicyStatement(
                 sid="ListData", actions=["s3:ListBucket"], resources=[bucket.bucket_arn for bucket in buckets.values()]
             )
-        )
-        # PutMetricData has no resource-level permissions: scope it to our namespace instead.
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                sid="PutJobMetrics",
-                actions=["cloudwatch:PutMetricData"],
-                resources=["*"],
-                conditions={"StringEquals": {"cloudwatch:namespace": props.metrics_namespace}},
-            )
-        )
-        acknowledge(
-            self,
-            "IAM5",
-            "cloudwatch:PutMetricData supports no resource-level permissions; the statement "
-            f"is limited to the {props.metrics_namespace} namespace by condition",
-            "Resource::*",
         )

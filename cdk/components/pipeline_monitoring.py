@@ -14,8 +14,23 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 METRICS_NAMESPACE = "Winnow"
-"""Where the EMR entrypoint publishes each job's figures (dimensions `Env` and `Job`)."""
+"""Where the state machine publishes each job's figures (dimensions `Env` and `Job`)."""
 JOBS = ("dedup", "shred")
+JOB_METRICS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "dedup": (
+        ("DurationSeconds", "wall_time_seconds", "Seconds"),
+        ("InputLines", "counts.input", "Count"),
+        ("Duplicates", "counts.duplicates", "Count"),
+        ("Quarantined", "counts.quarantined", "Count"),
+        ("Bad", "counts.bad", "Count"),
+    ),
+    "shred": (
+        ("DurationSeconds", "wall_time_seconds", "Seconds"),
+        ("InputLines", "counts.input", "Count"),
+        ("Bad", "counts.bad", "Count"),
+    ),
+}
+"""Per job: (metric name, the figure's path in the run's summary.json, unit)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Aws, Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -59,6 +60,12 @@ class PipelineStateMachineProps:
     """The DynamoDB events manifest dedup checks (`--manifest dynamodb://<name>`)."""
     planner: lambda_.IFunction
     """The input planner of incremental runs (`InputPlanner`)."""
+    env: str
+    """The environment (the `Env` dimension of the job metrics)."""
+    metrics_namespace: str
+    """Where each job's figures are put (CloudWatch namespace)."""
+    job_metrics: Mapping[str, tuple[tuple[str, str, str], ...]]
+    """Per job: (metric name, path of the figure in summary.json, unit)."""
     failure_topic: sns.ITopic
     """Notified with the error, its cause and the run when a run fails."""
     job_timeout_minutes: int
@@ -145,7 +152,10 @@ class PipelineStateMachine(Construct):
         notify = self._failure_notification()
         hand_over = self._hand_over(state_machine_name, notify)
         dedup = self._job_state(DEDUP_STATE, "dedup", notify)
-        dedup.next(self._job_state(SHRED_STATE, "shred", notify)).next(sfn.Succeed(self, "Succeeded"))
+        shred = self._job_state(SHRED_STATE, "shred", notify)
+        succeeded = sfn.Succeed(self, "Succeeded")
+        dedup.next(self._publish_metrics("dedup", props.dedup_prefix, shred))
+        shred.next(self._publish_metrics("shred", props.shred_prefix, succeeded))
         plan = tasks.LambdaInvoke(
             self,
             PLAN_STATE,
@@ -219,6 +229,36 @@ class PipelineStateMachine(Construct):
             "only that function",
             resource_finding(self, f"{props.planner.function_arn}:*"),
         )
+        summaries = [
+            f"arn:{Aws.PARTITION}:s3:::{props.output_bucket_name}/{prefix}run=*/summary.json"
+            for prefix in (props.dedup_prefix, props.shred_prefix)
+        ]
+        self.state_machine.add_to_role_policy(
+            iam.PolicyStatement(sid="ReadRunSummaries", actions=["s3:GetObject"], resources=summaries)
+        )
+        # PutMetricData has no resource-level permissions: scoped to the namespace by condition instead.
+        self.state_machine.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="PutJobMetrics",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": props.metrics_namespace}},
+            )
+        )
+        for summary in summaries:
+            acknowledge(
+                self.state_machine,
+                "IAM5",
+                "ReadRunSummaries: run ids are only known at run time; only each run's summary.json",
+                resource_finding(self, summary),
+            )
+        acknowledge(
+            self.state_machine,
+            "IAM5",
+            "cloudwatch:PutMetricData supports no resource-level permissions; the statement is limited to the "
+            f"{props.metrics_namespace} namespace by condition",
+            "Resource::*",
+        )
 
     def _failure_notification(self) -> sfn.TaskStateBase:
         """Publish the error, its cause and the run to the failure topic, then fail with that error."""
@@ -276,6 +316,59 @@ class PipelineStateMachine(Construct):
         start.add_catch(on_failure, errors=[sfn.Errors.ALL], result_path="$.error")
         start.next(sfn.Succeed(self, "HandedOver"))
         return start
+
+    def _publish_metrics(self, job: str, prefix: str, then: sfn.State) -> sfn.CustomState:
+        """Read the job run's summary.json (S3) and put its figures in CloudWatch, then go on to `then`.
+
+        From the state machine, not the job: an EMR Serverless application without a VPC reaches S3 but not
+        CloudWatch metrics. A failure here is recorded (`$.metricsErrors.<job>`) and never fails the run.
+        """
+        p = self.props
+        jp = sfn.JsonPath
+        title = job.capitalize()
+        dimensions = [{"Name": "Env", "Value": p.env}, {"Name": "Job", "Value": job}]
+        data = [
+            {"MetricName": name, "Dimensions": dimensions, "Value.$": f"$.summaries.{job}.{path}", "Unit": unit}
+            for name, path, unit in p.job_metrics[job]
+        ]
+        catch = {"ErrorEquals": [sfn.Errors.ALL], "ResultPath": f"$.metricsErrors.{job}", "Next": then.state_id}
+        read = sfn.CustomState(
+            self,
+            f"Read{title}Summary",
+            state_json={
+                "Type": "Task",
+                "Resource": "arn:aws:states:::aws-sdk:s3:getObject",
+                "Parameters": {
+                    "Bucket": p.output_bucket_name,
+                    "Key.$": f"States.Format('{prefix}run={{}}/summary.json', $.run.runId)",
+                },
+                "ResultSelector": {"summary.$": "States.StringToJson($.Body)"},
+                "ResultPath": f"$.summaries.{job}",
+                "Catch": [catch],
+            },
+        )
+        # Only the figures stay in the execution's data (a summary can list many input files).
+        flatten = sfn.Pass(
+            self,
+            f"{title}Figures",
+            parameters={
+                field: jp.object_at(f"$.summaries.{job}.summary.{field}") for field in ("wall_time_seconds", "counts")
+            },
+            result_path=f"$.summaries.{job}",
+        )
+        put = sfn.CustomState(
+            self,
+            f"Publish{title}Metrics",
+            state_json={
+                "Type": "Task",
+                "Resource": "arn:aws:states:::aws-sdk:cloudwatch:putMetricData",
+                "Parameters": {"Namespace": p.metrics_namespace, "MetricData": data},
+                "ResultPath": jp.DISCARD,
+                "Catch": [catch],
+            },
+        )
+        read.next(flatten).next(put).next(then)
+        return read
 
     def _arguments(self, state_name: str, incremental: bool = False) -> sfn.Pass:
         """The command lines of both jobs: dedup's `--incremental` reads the run's ledger entry."""

@@ -11,6 +11,8 @@ from constructs import Construct
 
 from cdk.components.input_planner import InputPlanner, InputPlannerProps
 from cdk.components.pipeline_monitoring import (
+    JOB_METRICS,
+    METRICS_NAMESPACE,
     FailureTopic,
     FailureTopicProps,
     PipelineMonitoring,
@@ -80,6 +82,9 @@ class OrchestrationStack(Stack):
                 shred_prefix=SHRED_PREFIX,
                 manifest_table_name=names.manifest_table,
                 planner=self.planner,
+                env=config.env,
+                metrics_namespace=METRICS_NAMESPACE,
+                job_metrics=JOB_METRICS,
                 failure_topic=self.failure_topic,
                 job_timeout_minutes=config.emr.job_timeout_minutes,
                 job_retries=config.pipeline.job_retries,

@@ -12,7 +12,6 @@ from constructs import Construct
 
 from cdk.components.job_artifacts import JobArtifacts, JobArtifactsProps
 from cdk.components.job_execution_role import JobExecutionRole, JobExecutionRoleProps
-from cdk.components.pipeline_monitoring import METRICS_NAMESPACE
 from cdk.components.spark_application import SparkApplication, SparkApplicationProps
 from cdk.config import EnvConfig
 from cdk.naming import resource_names
@@ -85,7 +84,6 @@ class ProcessingStack(Stack):
                 artifacts_prefix=self.artifacts.root,  # every version: versions are immutable
                 log_bucket=job_logs_bucket,
                 log_prefix=JOB_LOG_PREFIX,
-                metrics_namespace=METRICS_NAMESPACE,
             ),
         ).role
         self.job_runs_policy = self.spark.job_runs_policy(self.execution_role)
@@ -109,8 +107,6 @@ def spark_submit_parameters(config: EnvConfig, artifacts: JobArtifacts) -> str:
         "spark.emr-serverless.driverEnv.AWS_DEFAULT_REGION": config.region,
         "spark.executorEnv.AWS_REGION": config.region,
         "spark.executorEnv.AWS_DEFAULT_REGION": config.region,
-        # For the entrypoint's metrics only; the jobs themselves read no settings from the environment.
-        "spark.emr-serverless.driverEnv.WINNOW_ENV": config.env,
         **config.emr.spark_conf,
     }
     return " ".join([f"--py-files {artifacts.package_uri}", *(f"--conf {key}={value}" for key, value in conf.items())])

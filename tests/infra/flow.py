@@ -191,6 +191,15 @@ def step_functions_integration_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(service, "_normalise_parameters", parameters)
     monkeypatch.setattr(service, "_normalise_response", response)
 
+    # aws-sdk:s3:getObject answers with the object's Body as text (moto 5.2.5 leaves boto3's stream there).
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import state_task_service_aws_sdk
+
+    def body_as_text(self: Any, response: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(response, dict) and hasattr(response.get("Body"), "read"):
+            response["Body"] = response["Body"].read().decode("utf-8")
+
+    monkeypatch.setattr(state_task_service_aws_sdk.StateTaskServiceAwsSdk, "_normalise_response", body_as_text)
+
 
 def planner_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """Answer the state machine's `lambda:invoke` of the input planner by calling its handler in this process

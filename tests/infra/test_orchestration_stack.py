@@ -40,7 +40,17 @@ def test_flow_works_out_the_run_hands_it_over_plans_then_dedup_then_shred(dev: S
     assert choices("AnythingNew") == ([("$.plan.files", "NothingToDo")], "IncrementalJobArguments")
     for arguments in ("JobArguments", "IncrementalJobArguments"):
         assert states[arguments]["Next"] == "Dedup"
-    assert (states["Dedup"]["Next"], states["Shred"]["Next"]) == ("Shred", "Succeeded")
+    after = {job: [] for job in ("Dedup", "Shred")}
+    for job in after:
+        state = states[job]["Next"]
+        while state not in ("Shred", "Succeeded"):
+            after[job].append(state)
+            state = states[state]["Next"]
+        after[job].append(state)
+    assert after == {
+        "Dedup": ["ReadDedupSummary", "DedupFigures", "PublishDedupMetrics", "Shred"],
+        "Shred": ["ReadShredSummary", "ShredFigures", "PublishShredMetrics", "Succeeded"],
+    }
     assert states["StartNamedRun"]["Next"] == "HandedOver"
     assert {states[name]["Type"] for name in ("NothingToDo", "HandedOver", "Succeeded")} == {"Succeed"}
     assert asl["TimeoutSeconds"] == 250 * 60  # dev: both jobs, one retry each, the waits
@@ -247,3 +257,35 @@ def test_every_stack_is_named_and_every_taggable_resource_tagged(synthesized: di
                     owner = None if resource["Type"] == "AWS::EMRServerless::Application" else "data-platform"
                     assert (pairs["project"], pairs["env"], pairs.get("owner")) == ("winnow", env, owner), logical_id
         assert tagged >= 10
+
+
+def test_job_metrics_are_put_by_the_state_machine_from_each_run_summary(dev: Synthesized) -> None:
+    states = definition(dev)["States"]
+    read = states["ReadDedupSummary"]
+    assert read["Resource"] == "arn:aws:states:::aws-sdk:s3:getObject"
+    assert read["Parameters"] == {
+        "Bucket": "winnow-dev-output-${AWS::AccountId}-eu-west-1",
+        "Key.$": "States.Format('deduplicated/run={}/summary.json', $.run.runId)",
+    }
+    put = states["PublishShredMetrics"]
+    assert put["Resource"] == "arn:aws:states:::aws-sdk:cloudwatch:putMetricData"
+    assert [(datum["MetricName"], datum["Value.$"]) for datum in put["Parameters"]["MetricData"]] == [
+        ("DurationSeconds", "$.summaries.shred.wall_time_seconds"),
+        ("InputLines", "$.summaries.shred.counts.input"),
+        ("Bad", "$.summaries.shred.counts.bad"),
+    ]
+    # A metrics failure never fails the run: both steps go on to the next job.
+    for name in ("ReadDedupSummary", "PublishDedupMetrics"):
+        assert states[name]["Catch"] == [
+            {"ErrorEquals": ["States.ALL"], "ResultPath": "$.metricsErrors.dedup", "Next": "Shred"}
+        ]
+    template = dev.template("Orchestration")
+    statements = {s.get("Sid"): s for s in policy_statements(template, "PipelineStateMachineRole")}
+    assert statements["PutJobMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "Winnow"}}
+    output = "arn:${AWS::Partition}:s3:::winnow-dev-output-${AWS::AccountId}-eu-west-1"
+    assert statements["ReadRunSummaries"]["Resource"] == [
+        f"{output}/deduplicated/run=*/summary.json",
+        f"{output}/shredded/run=*/summary.json",
+    ]
+    job_role = policy_statements(dev.template("Processing"), "JobRole")
+    assert not [s for s in job_role if "cloudwatch" in str(s["Action"])]  # the jobs no longer put metrics

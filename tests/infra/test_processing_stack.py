@@ -85,13 +85,6 @@ def test_job_role_has_exactly_the_statements_the_jobs_need(dev: Synthesized) -> 
             "Effect": "Allow",
             "Resource": [s3_arn("input"), s3_arn("output")],
         },
-        {
-            "Sid": "PutJobMetrics",
-            "Action": "cloudwatch:PutMetricData",
-            "Condition": {"StringEquals": {"cloudwatch:namespace": "Winnow"}},
-            "Effect": "Allow",
-            "Resource": "*",
-        },
     ]
 
 
@@ -181,7 +174,6 @@ def test_spark_submit_parameters_ship_package_dependencies_python_and_sizes(dev:
         "spark.emr-serverless.driverEnv.AWS_DEFAULT_REGION=eu-west-1",
         "spark.executorEnv.AWS_REGION=eu-west-1",
         "spark.executorEnv.AWS_DEFAULT_REGION=eu-west-1",
-        "spark.emr-serverless.driverEnv.WINNOW_ENV=dev",
         "spark.driver.cores=2",
         "spark.driver.memory=4g",
         "spark.executor.cores=4",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -206,3 +206,42 @@ def test_a_failed_job_is_retried_then_notifies_the_topic_and_fails_with_the_caus
     assert notification["run"]["runId"] == "2026-11-22-03-00-00"
     assert notification["error"] == "DynamoDB.ResourceNotFoundException"
     assert notification["execution"] == described["executionArn"]
+
+
+@pytest.mark.usefixtures("aws")
+def test_each_job_s_figures_reach_cloudwatch_from_its_summary(dev: Synthesized) -> None:
+    s3 = lake(dev)
+    run_id = "2026-11-22-03-00-00"
+    summaries = {
+        "deduplicated": {"wall_time_seconds": 31.5, "input_files": {"files": 3},
+                         "counts": {"input": 100, "good": 90, "bad": 2, "duplicates": 7, "quarantined": 1, "dropped": 0}},
+        "shredded": {"wall_time_seconds": 12.0, "counts": {"input": 90, "good": 89, "bad": 1}},
+    }  # fmt: skip
+    for prefix, summary in summaries.items():
+        s3.put_object(Bucket=BUCKETS["output"], Key=f"{prefix}/run={run_id}/summary.json", Body=json.dumps(summary))
+    result = output(flow.execute(succeeding(dev), {"runId": run_id, "inputPrefix": "enriched/"}))
+    assert "metricsErrors" not in result
+    cloudwatch = boto3.client("cloudwatch", region_name=flow.REGION)
+    published = {}
+    for metric in cloudwatch.list_metrics(Namespace="Winnow")["Metrics"]:
+        dimensions = {d["Name"]: d["Value"] for d in metric["Dimensions"]}
+        assert dimensions["Env"] == "dev"
+        stats = cloudwatch.get_metric_statistics(
+            Namespace="Winnow", MetricName=metric["MetricName"], Dimensions=metric["Dimensions"],
+            StartTime=datetime.now(UTC) - timedelta(hours=1), EndTime=datetime.now(UTC) + timedelta(hours=1),
+            Period=3600, Statistics=["Sum"],
+        )["Datapoints"]  # fmt: skip
+        published[(dimensions["Job"], metric["MetricName"])] = stats[0]["Sum"]
+    assert published == {
+        ("dedup", "DurationSeconds"): 31.5, ("dedup", "InputLines"): 100, ("dedup", "Duplicates"): 7,
+        ("dedup", "Quarantined"): 1, ("dedup", "Bad"): 2,
+        ("shred", "DurationSeconds"): 12.0, ("shred", "InputLines"): 90, ("shred", "Bad"): 1,
+    }  # fmt: skip
+
+
+@pytest.mark.usefixtures("aws")
+def test_a_missing_summary_is_recorded_and_never_fails_the_run(dev: Synthesized) -> None:
+    lake(dev)
+    result = output(flow.execute(succeeding(dev), {"runId": "2026-11-22-03-00-00", "inputPrefix": "enriched/"}))
+    assert set(result["metricsErrors"]) == {"dedup", "shred"}
+    assert result["metricsErrors"]["dedup"]["Error"].endswith("NoSuchKeyException")
