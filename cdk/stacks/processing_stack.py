@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Stack
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -19,6 +19,11 @@ from cdk.stacks.storage_stack import StorageStack
 
 DEDUP_PREFIX = "deduplicated/"
 SHRED_PREFIX = "shredded/"
+KEYED_PREFIX = "keyed/"
+TABLES_PREFIX = "tables/"
+GENERIC_PREFIXES = (KEYED_PREFIX, TABLES_PREFIX)
+"""Where `keyed` (its runs and its state, e.g. keyed/orders/runs and keyed/orders/state) and `table` (one folder
+a table) work in the output bucket (`scripts/job_run.py`)."""
 JOB_LOG_PREFIX = "emr/"
 
 
@@ -78,7 +83,7 @@ class ProcessingStack(Stack):
                 input_bucket=input_bucket,
                 input_prefix=config.storage.input_prefix,
                 output_bucket=output_bucket,
-                output_prefixes=(DEDUP_PREFIX, SHRED_PREFIX),
+                output_prefixes=(DEDUP_PREFIX, SHRED_PREFIX, *GENERIC_PREFIXES),
                 manifest_table=manifest_table,
                 artifacts_bucket=artifacts_bucket,
                 artifacts_prefix=self.artifacts.root,  # every version: versions are immutable
@@ -88,6 +93,16 @@ class ProcessingStack(Stack):
         ).role
         self.job_runs_policy = self.spark.job_runs_policy(self.execution_role)
         self.spark_submit_parameters = spark_submit_parameters(config, self.artifacts)
+        # What `scripts/job_run.py` needs to start keyed and table job runs (aws cloudformation describe-stacks).
+        for output_id, value in {
+            "ApplicationId": self.spark.application_id,
+            "JobRoleArn": self.execution_role.role_arn,
+            "EntryPoint": self.artifacts.entrypoint_uri,
+            "SparkSubmitParameters": self.spark_submit_parameters,
+            "ConfigUri": self.artifacts.config_uri,
+            "OutputBucketName": names.output_bucket,
+        }.items():
+            CfnOutput(self, output_id, value=value)
 
 
 def spark_submit_parameters(config: EnvConfig, artifacts: JobArtifacts) -> str:

@@ -40,7 +40,7 @@ def test_flow_works_out_the_run_hands_it_over_plans_then_dedup_then_shred(dev: S
     assert choices("AnythingNew") == ([("$.plan.files", "NothingToDo")], "IncrementalJobArguments")
     for arguments in ("JobArguments", "IncrementalJobArguments"):
         assert states[arguments]["Next"] == "Dedup"
-    after = {job: [] for job in ("Dedup", "Shred")}
+    after: dict[str, list[str]] = {job: [] for job in ("Dedup", "Shred")}
     for job in after:
         state = states[job]["Next"]
         while state not in ("Shred", "Succeeded"):

@@ -62,7 +62,8 @@ def test_job_role_has_exactly_the_statements_the_jobs_need(dev: Synthesized) -> 
             "Sid": "WriteOutput",
             "Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
             "Effect": "Allow",
-            "Resource": [s3_arn("output", "deduplicated*"), s3_arn("output", "shredded*")],
+            # dedup and shred; keyed (runs and state) and table (scripts/job_run.py)
+            "Resource": [s3_arn("output", f"{name}*") for name in ("deduplicated", "keyed", "shredded", "tables")],
         },
         {"Sid": "ReadArtifacts", "Action": "s3:GetObject", "Effect": "Allow", "Resource": s3_arn("artifacts", prefix)},
         {"Sid": "WriteLogs", "Action": "s3:PutObject", "Effect": "Allow", "Resource": s3_arn("job-logs", "emr/*")},
@@ -103,7 +104,9 @@ def test_imported_buckets_are_used_by_name(build_dir: Path, tmp_path: Path) -> N
     assert by_sid["ReadInput"]["Resource"] == "arn:aws:s3:::acme-enriched/good*"
     assert by_sid["WriteOutput"]["Resource"] == [
         "arn:aws:s3:::acme-warehouse/deduplicated*",
+        "arn:aws:s3:::acme-warehouse/keyed*",
         "arn:aws:s3:::acme-warehouse/shredded*",
+        "arn:aws:s3:::acme-warehouse/tables*",
     ]
     assert by_sid["ListData"]["Resource"] == ["arn:aws:s3:::acme-enriched", "arn:aws:s3:::acme-warehouse"]
     assert synth.nag_error is None
