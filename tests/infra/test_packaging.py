@@ -40,6 +40,11 @@ def test_package_zip_holds_the_jobs_package_only_and_imports(build_dir: Path, tm
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().startswith(str(build_dir / PACKAGE_ZIP))
+    # The same zip is the input planner's Lambda code: its handler imports without Spark (the runtime has boto3).
+    code = "import sys; sys.modules['pyspark'] = None; import jobs.planner_lambda; print(jobs.planner_lambda.__file__)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().startswith(str(build_dir / PACKAGE_ZIP))
 
 
 def test_builds_are_reproducible(tmp_path: Path) -> None:
