@@ -62,8 +62,16 @@ def s3_client() -> Any:
     return boto3.client("s3")
 
 
-def _unsupported(path: str) -> InvalidArgumentError:
-    return InvalidArgumentError(f"given {path}; allowed here: a local path or an s3:// URI")
+def _s3_or_refuse(path: str) -> tuple[str, str]:
+    """(bucket, key) of a path that is not local.
+
+    Raises:
+        InvalidArgumentError: the path is no S3 URI either.
+    """
+    location = s3_location(path)
+    if location is None:
+        raise InvalidArgumentError(f"given {path}; allowed here: a local path or an s3:// URI")
+    return location
 
 
 def hidden(relative: str) -> bool:
@@ -93,10 +101,7 @@ def list_files(root: str) -> list[StoredFile]:
                 stat = os.stat(full)
                 found.append(StoredFile(full, stat.st_size, stat.st_mtime_ns // 1_000_000))
         return sorted(found, key=lambda file: file.path)
-    location = s3_location(root)
-    if location is None:
-        raise _unsupported(root)
-    bucket, key = location
+    bucket, key = _s3_or_refuse(root)
     scheme = urlparse(root).scheme
     prefix = key if key.endswith("/") or not key else key + "/"
     found = []
@@ -123,9 +128,7 @@ def read_bytes(path: str) -> bytes | None:
                 return handle.read()
         except FileNotFoundError:
             return None
-    location = s3_location(path)
-    if location is None:
-        raise _unsupported(path)
+    location = _s3_or_refuse(path)
     client = s3_client()
     try:
         body: bytes = client.get_object(Bucket=location[0], Key=location[1])["Body"].read()
@@ -138,9 +141,7 @@ def exists(path: str) -> bool:
     local = local_path(path)
     if local is not None:
         return os.path.exists(local)
-    location = s3_location(path)
-    if location is None:
-        raise _unsupported(path)
+    location = _s3_or_refuse(path)
     client = s3_client()
     try:
         client.head_object(Bucket=location[0], Key=location[1])
@@ -174,9 +175,7 @@ def create_if_absent(path: str, data: bytes) -> bool:
         finally:
             os.remove(temporary)
         return True
-    location = s3_location(path)
-    if location is None:
-        raise _unsupported(path)
+    location = _s3_or_refuse(path)
     client = s3_client()
     try:
         client.put_object(Bucket=location[0], Key=location[1], Body=data, IfNoneMatch="*")
@@ -200,9 +199,7 @@ def write_bytes(path: str, data: bytes) -> None:
             handle.write(data)
         os.replace(temporary, local)
         return
-    location = s3_location(path)
-    if location is None:
-        raise _unsupported(path)
+    location = _s3_or_refuse(path)
     s3_client().put_object(Bucket=location[0], Key=location[1], Body=data)
 
 
@@ -213,7 +210,5 @@ def delete(path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(local)
         return
-    location = s3_location(path)
-    if location is None:
-        raise _unsupported(path)
+    location = _s3_or_refuse(path)
     s3_client().delete_object(Bucket=location[0], Key=location[1])
