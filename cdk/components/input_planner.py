@@ -68,16 +68,15 @@ class InputPlanner(Construct):
         ]
         for sid, actions, resources in statements:
             role.add_to_policy(iam.PolicyStatement(sid=sid, actions=actions, resources=resources))
-        listings = [(props.input_bucket, props.input_prefix), (props.output_bucket, dedup)]
-        for index, (bucket, prefix) in enumerate(listings):
-            role.add_to_policy(
-                iam.PolicyStatement(
-                    sid=f"List{index}",
-                    actions=["s3:ListBucket"],
-                    resources=[bucket.bucket_arn],
-                    conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
-                )
+        # Not scoped by an s3:prefix condition: a HeadObject of a missing `_SUCCESS` carries no prefix, and
+        # without s3:ListBucket S3 answers it 403 instead of 404, which would stop the planner. Names only.
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ListData",
+                actions=["s3:ListBucket"],
+                resources=[props.input_bucket.bucket_arn, props.output_bucket.bucket_arn],
             )
+        )
         self.function = lambda_.Function(
             self,
             "Function",
