@@ -142,7 +142,7 @@ def run(
     folder = RunFolder(spark, output_path, run_id, "dedup", sorted(set(OUTPUT_FOLDERS.values())))
     manifest_lease = writer_lease(spark, manifest, "dedup", run_id) if manifest else contextlib.nullcontext()
     with folder.writing(), manifest_lease:
-        progress(f"reading every input file under {input_path} once")
+        progress(f"reading {'the planned' if plan else 'every'} input file(s) under {input_path} once")
         source = open_input(spark, input_path, config.input.skip_unreadable, plan.paths if plan else None)
         summary = _deduplicate(spark, config, source, folder, run_time, manifest, progress)
         if summary["manifest"] is not None and pacing is not None:
