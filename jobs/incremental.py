@@ -33,11 +33,10 @@ from typing import Any
 from jobs import store
 from jobs.config import InputConfig
 from jobs.errors import InvalidArgumentError, WinnowError
+from jobs.runs import LEASES, SUCCESS_MARKER, run_folder
 from jobs.store import StoredFile
 
 LEDGER = "_ledger"
-LEASES = "_leases"
-SUCCESS_MARKER = "_SUCCESS"
 ENTRY_DIGITS = 20
 READ_THREADS = 16
 
@@ -194,7 +193,7 @@ class Ledger:
         return sorted((json.loads(doc) for doc in documents if doc is not None), key=lambda entry: entry["entry"])
 
     def complete(self, run_id: str) -> bool:
-        return store.exists(f"{self.output}/run={run_id}/{SUCCESS_MARKER}")
+        return store.exists(f"{run_folder(self.output, run_id)}/{SUCCESS_MARKER}")
 
     def leases(self) -> list[dict[str, Any]]:
         """The leases held on run folders of this output (see `jobs.lease`), each with its `file`."""
@@ -313,7 +312,7 @@ def _check_can_start(ledger: Ledger, entries: Sequence[dict[str, Any]], run_id: 
         entry = unfinished[0]
         raise IncrementalRunError(
             f"--incremental: run {entry['run_id']} (ledger entry {entry['entry']}, {len(entry['files'])} files) "
-            f"has not completed: no {ledger.output}/run={entry['run_id']}/{SUCCESS_MARKER}. Redo it first "
+            f"has not completed: no {run_folder(ledger.output, entry['run_id'])}/{SUCCESS_MARKER}. Redo it first "
             f"(--run-id {entry['run_id']} --incremental reads the same files), or, to give its files to the "
             f"next run, delete {ledger.entry_path(entry['entry'])}; nothing was written"
         )

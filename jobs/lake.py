@@ -17,12 +17,10 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.errors import InputNotFoundError, InvalidArgumentError, WinnowError
+from jobs.runs import SUCCESS_MARKER, run_folder, run_lease
 
-SUCCESS_MARKER = "_SUCCESS"
 SUMMARY = "summary.json"
 STAGING = "_staging"
-# Beside the run folders, so clearing a run folder never touches its lease.
-LEASES = "_leases"
 
 
 def absolute(path: str) -> str:
@@ -250,12 +248,11 @@ class RunFolder:
         """`entries`: the names a run of `job` writes directly in its folder (besides `_SUCCESS`, `_staging`)."""
         from jobs.lease import FileLease  # jobs.lease builds on this module
 
-        output = output.rstrip("/")
-        self.path = f"{output}/run={run_id}"
+        self.path = run_folder(output, run_id)
         self.job = job
         self.entries = frozenset([*entries, SUMMARY, SUCCESS_MARKER, STAGING])
         self._fs = FileSystem(spark)
-        self.lease = FileLease(spark, f"{output}/{LEASES}/run={run_id}.json", self.path, job, run_id)
+        self.lease = FileLease(spark, run_lease(output, run_id), self.path, job, run_id)
         # Only the run folder gets a _SUCCESS marker, not each output inside it.
         spark.sparkContext._jsc.hadoopConfiguration().set("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
 

@@ -152,6 +152,19 @@ def exists(path: str) -> bool:
     return True
 
 
+def _written_beside(local: str, data: bytes) -> str:
+    """`data` written whole and synced to a hidden temporary file in `local`'s folder (created if need be), to
+    be moved or linked into place; its path."""
+    folder = os.path.dirname(local) or "."
+    os.makedirs(folder, exist_ok=True)
+    temporary = os.path.join(folder, f".{os.path.basename(local)}.{uuid.uuid4().hex}.tmp")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return temporary
+
+
 def create_if_absent(path: str, data: bytes) -> bool:
     """Create `path` holding `data` unless it exists: True when this call created it, False when it existed.
 
@@ -161,13 +174,7 @@ def create_if_absent(path: str, data: bytes) -> bool:
     """
     local = local_path(path)
     if local is not None:
-        folder = os.path.dirname(local) or "."
-        os.makedirs(folder, exist_ok=True)
-        temporary = os.path.join(folder, f".{os.path.basename(local)}.{uuid.uuid4().hex}.tmp")
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        temporary = _written_beside(local, data)
         try:
             os.link(temporary, local)
         except FileExistsError:
@@ -190,14 +197,10 @@ def create_if_absent(path: str, data: bytes) -> bool:
 
 
 def write_bytes(path: str, data: bytes) -> None:
-    """Write `path` whole (replacing it): on local paths a temporary file renamed into place."""
+    """Write `path` whole (replacing it): on local paths a temporary file moved into place."""
     local = local_path(path)
     if local is not None:
-        os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
-        temporary = f"{local}.{uuid.uuid4().hex}.tmp"
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, local)
+        os.replace(_written_beside(local, data), local)
         return
     location = _s3_or_refuse(path)
     s3_client().put_object(Bucket=location[0], Key=location[1], Body=data)

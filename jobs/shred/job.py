@@ -25,8 +25,8 @@ from jobs import __version__
 from jobs.config import JobConfig
 from jobs.enriched.parse import bad_row_json, field, parse_events
 from jobs.errors import InvalidArgumentError
-from jobs.lake import SUCCESS_MARKER, SUMMARY, FileSystem, RunFolder, absolute, check_apart, open_input, require_input
-from jobs.runs import run_timestamp
+from jobs.lake import SUMMARY, FileSystem, RunFolder, absolute, check_apart, open_input, require_input
+from jobs.runs import SUCCESS_MARKER, run_timestamp
 from jobs.shred.entities import (
     JSON_FIELDS,
     KIND_ORDER,

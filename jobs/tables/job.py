@@ -32,7 +32,8 @@ from jobs.keyed.records import (
     user_columns,
 )
 from jobs.keyed.storage import Storage
-from jobs.lake import SUCCESS_MARKER, absolute, check_apart
+from jobs.lake import absolute, check_apart
+from jobs.runs import SUCCESS_MARKER
 from jobs.tables.engines import DELETED, HIDDEN, POS, SIGN, VER, final_rows, merged_rows
 from jobs.tables.log import LOG_FORMAT, TableExistsError, TableLog, TableSettings, validate_settings
 
