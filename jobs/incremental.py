@@ -270,12 +270,25 @@ def plan_run(input_root: str, output: str, run_id: str, window: Window = Window(
 
 
 def _reuse(ledger: Ledger, entry: dict[str, Any], listed: Sequence[StoredFile]) -> Plan:
-    """The plan of a retry or redo: the entry's files. A file replaced since (a truncated upload put right, the
-    way to redo a run that stopped on it) is recorded again as it is now, so later runs do not take it as
-    changed; a file gone since fails the read, naming it."""
+    """The plan of a retry or redo: the entry's files. A file gone since fails the read, naming it.
+
+    A file replaced since is read as it is now only while the run has not completed (a truncated upload put
+    right, the way to redo a run that stopped on it), and recorded again, so later runs do not take it as
+    changed. Once the run has completed, a redo must give its output again: a changed file stops it.
+
+    Raises:
+        IncrementalRunError: the run completed and a file it read has changed since.
+    """
     files = tuple(StoredFile(**file) for file in entry["files"])
     now = {file.path: file for file in listed}
     current = tuple(now.get(file.path, file) for file in files)
+    changed = [then.path for then, file in zip(files, current, strict=True) if not then.same_content_as(file)]
+    if changed and ledger.complete(entry["run_id"]):
+        raise IncrementalRunError(
+            f"--incremental: run {entry['run_id']} completed, and {len(changed)} file(s) it read changed since "
+            f"(size or ETag/time differ from ledger entry {entry['entry']}): {', '.join(changed[:5])}; a redo "
+            "would not give its output again. Restore them; nothing was written"
+        )
     if current != files:
         revised = {**entry, "files": [asdict(file) for file in current], "revised_at": _now()}
         store.write_bytes(ledger.entry_path(entry["entry"]), _document(revised))

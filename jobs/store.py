@@ -112,11 +112,24 @@ def list_files(root: str) -> list[StoredFile]:
             modified = int(item["LastModified"].astimezone(UTC).timestamp() * 1000)
             found.append(StoredFile(f"{scheme}://{bucket}/{item['Key']}", item["Size"], modified, item["ETag"]))
     if not found and key and not key.endswith("/"):  # a single object
-        with contextlib.suppress(Exception):
-            head = s3_client().head_object(Bucket=bucket, Key=key)
+        head = _head(bucket, key)
+        if head is not None:
             modified = int(head["LastModified"].astimezone(UTC).timestamp() * 1000)
             found.append(StoredFile(root, head["ContentLength"], modified, head["ETag"]))
     return sorted(found, key=lambda file: file.path)
+
+
+def _head(bucket: str, key: str) -> dict[str, Any] | None:
+    """HeadObject's answer, or None when the object does not exist (any other error is raised: access denied
+    must not pass for an empty input)."""
+    client = s3_client()
+    try:
+        head: dict[str, Any] = client.head_object(Bucket=bucket, Key=key)
+    except client.exceptions.ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return None
+        raise
+    return head
 
 
 def read_bytes(path: str) -> bytes | None:
@@ -141,15 +154,7 @@ def exists(path: str) -> bool:
     local = local_path(path)
     if local is not None:
         return os.path.exists(local)
-    location = _s3_or_refuse(path)
-    client = s3_client()
-    try:
-        client.head_object(Bucket=location[0], Key=location[1])
-    except client.exceptions.ClientError as err:
-        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise
-    return True
+    return _head(*_s3_or_refuse(path)) is not None
 
 
 def _written_beside(local: str, data: bytes) -> str:

@@ -278,3 +278,39 @@ def test_planning_on_s3_records_etags(monkeypatch: pytest.MonkeyPatch) -> None:
             "s3://lake/enriched/2026/11/24/02/part-0.tsv"
         ]
         assert store.exists(f"s3://lake/deduplicated/_ledger/{2:020d}.json")
+
+
+def test_a_completed_run_whose_files_changed_is_not_redone(tmp_path: Path) -> None:
+    root, output = tmp_path / "enriched", tmp_path / "out"
+    first = put(root, "hourly", 0, "part-0.tsv", [event(ID_A)])
+    plan_run(str(root), str(output), run_id(5))
+    entry = (output / "_ledger" / f"{1:020d}.json").read_bytes()
+    first.write_text(event(ID_A) + "\n" + event(ID_B) + "\n")  # rewritten after run 5 read it
+    assert len(plan_run(str(root), str(output), run_id(5)).files) == 1  # not completed yet: the file is read anew
+    complete(output, 5)
+    first.write_text(event(ID_C) + "\n")  # and rewritten again after run 5 completed
+    with pytest.raises(IncrementalRunError) as refused:
+        plan_run(str(root), str(output), run_id(5))
+    assert str(refused.value).startswith(
+        f"--incremental: run {run_id(5)} completed, and 1 file(s) it read changed since (size or ETag/time differ "
+        f"from ledger entry 1): {first}; a redo would not give its output again"
+    )
+    revised = json.loads((output / "_ledger" / f"{1:020d}.json").read_text())
+    assert (
+        revised["files"][0]["size"] == len(event(ID_A)) + len(event(ID_B)) + 2 != json.loads(entry)["files"][0]["size"]
+    )
+
+
+def test_an_s3_root_that_cannot_be_read_is_an_error_not_an_empty_input() -> None:
+    from botocore.stub import Stubber
+
+    client = boto3.client("s3", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stub:
+        stub.add_response(
+            "list_objects_v2", {"KeyCount": 0, "IsTruncated": False}, {"Bucket": "lake", "Prefix": "in/x/"}
+        )
+        stub.add_client_error("head_object", "403", "Forbidden", 403, expected_params={"Bucket": "lake", "Key": "in/x"})
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            monkeypatch.setattr(store, "s3_client", lambda: client)
+            with pytest.raises(client.exceptions.ClientError, match="403"):
+                store.list_files("s3://lake/in/x")
