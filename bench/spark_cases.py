@@ -116,6 +116,9 @@ def profile_steps(spark: SparkSession, config: JobConfig, input_path: str) -> di
         ),
         "shred: 131 fields parsed and checked": lambda: computed(parsed),
         "shred: JSON fields parsed alone": lambda: computed(json_fields),
-        "shred: events decided": lambda: computed(decided_events),
-        "shred: output lines built": lambda: computed(shred_job.shredded_outputs(decided_events, run_time)),
+        "shred: events decided (rdb)": lambda: computed(decided_events),
+        "shred: output lines built (rdb)": lambda: computed(shred_job.rdb_outputs(decided_events)),
+        "shred: output lines built (legacy)": lambda: computed(
+            shred_job.shredded_outputs(shred_job.shred_events(parsed, "legacy"), run_time)
+        ),
     }

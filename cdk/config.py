@@ -41,6 +41,11 @@ _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _PREFIX = re.compile(r"([A-Za-z0-9!_.*'()-]+/)+")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 _SCHEDULE = re.compile(r"(cron|rate)\(.+\)")
+_SQS_FIFO_NAME = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
+_SNS_FIFO_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-\d:\d{12}:[A-Za-z0-9_-]{1,251}\.fifo")
+_KMS_KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:[a-z]{2}(-[a-z]+)+-\d:\d{12}:key/[A-Za-z0-9-]+")
+SQS_SCHEME, SNS_SCHEME = "sqs://", "sns://"
+"""The two forms of `jobs.output.queue`: `sqs://NAME` (a queue of the env's account and region) or `sns://ARN`."""
 
 
 class EnvConfigError(InvalidConfigError):
@@ -180,6 +185,27 @@ class ScheduleConfig:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class LoaderConfig:
+    """Snowplow RDB Loader's input: where the shred job sends `shredding_complete` after each run it writes."""
+
+    create_queue: bool = False
+    """Create the loader queue `winnow-<env>-shredding-complete.fifo` (SQS FIFO) in the Storage stack and deploy
+    the jobs' config with `output.queue` set to it. false: the jobs send to `jobs.output.queue` (an existing
+    queue or topic), or nowhere when that is null."""
+    kms_key_arn: str | None = None
+    """The customer managed KMS key the existing queue or topic of `jobs.output.queue` is encrypted with: the job
+    role may use it (kms:GenerateDataKey, kms:Decrypt). null: SSE-SQS or an AWS managed key (nothing to grant)."""
+
+    def __post_init__(self) -> None:
+        _check(
+            self.kms_key_arn is None or bool(_KMS_KEY_ARN.fullmatch(self.kms_key_arn)),
+            "loader.kms_key_arn",
+            self.kms_key_arn,
+            "null or a KMS key ARN, e.g. arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+        )
+
+
 # The wait before a failed job run is retried; it doubles with each retry (the state machine's backoff rate 2).
 RETRY_INTERVAL_SECONDS = 120
 
@@ -240,6 +266,7 @@ class EnvSettings:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     alarm: AlarmConfig = field(default_factory=AlarmConfig)
+    loader: LoaderConfig = field(default_factory=LoaderConfig)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -281,6 +308,44 @@ class EnvConfig(EnvSettings):
         )
 
         self.check_manifest_capacity()
+        self.check_loader_queue()
+
+    def check_loader_queue(self) -> None:
+        """`loader.create_queue` and `jobs.output.queue` exclude each other; a named queue or topic is FIFO (RDB
+        Loader reads only those) and in a form the job role can be scoped to; a KMS key goes with a named one."""
+        queue = self.job_config.output.queue
+        if self.loader.create_queue:
+            _check(
+                queue is None,
+                "jobs.output.queue",
+                queue,
+                "null while loader.create_queue is true: set one or the other (loader.create_queue creates the "
+                "env's loader queue and deploys the jobs' config with output.queue set to it; jobs.output.queue "
+                "names an existing queue or topic)",
+            )
+            _check(
+                self.loader.kms_key_arn is None,
+                "loader.kms_key_arn",
+                self.loader.kms_key_arn,
+                "null while loader.create_queue is true (the created queue is encrypted with SQS-managed keys)",
+            )
+        elif queue is None:
+            _check(
+                self.loader.kms_key_arn is None,
+                "loader.kms_key_arn",
+                self.loader.kms_key_arn,
+                "null while no queue is set (jobs.output.queue null, loader.create_queue false)",
+            )
+        else:
+            name = queue.removeprefix(SQS_SCHEME) if queue.startswith(SQS_SCHEME) else None
+            arn = queue.removeprefix(SNS_SCHEME) if queue.startswith(SNS_SCHEME) else None
+            _check(
+                bool(name and _SQS_FIFO_NAME.fullmatch(name)) or bool(arn and _SNS_FIFO_ARN.fullmatch(arn)),
+                "jobs.output.queue",
+                queue,
+                f"null, {SQS_SCHEME}NAME of a FIFO queue in the env's account and region (NAME ends in .fifo), or "
+                f"{SNS_SCHEME}ARN of a FIFO topic (arn:aws:sns:REGION:ACCOUNT:NAME.fifo): RDB Loader reads only FIFO",
+            )
 
     def manifest_rates(self) -> tuple[float, float, str]:
         """(puts, queries) a second the planned table serves, and what that comes from."""

@@ -22,6 +22,10 @@ from jobs.errors import InvalidConfigError
 SyntheticStrategy = Literal["reid", "quarantine", "keep-first", "keep-last", "drop", "off"]
 SYNTHETIC_STRATEGIES: tuple[str, ...] = get_args(SyntheticStrategy)
 Compression = Literal["none", "gzip"]
+ShredFormat = Literal["shred", "widerow", "widerow-parquet"]
+SHRED_FORMATS: tuple[str, ...] = get_args(ShredFormat)
+ShredLayout = Literal["rdb", "legacy"]
+SHRED_LAYOUTS: tuple[str, ...] = get_args(ShredLayout)
 
 
 @dataclass(frozen=True)
@@ -119,7 +123,27 @@ class OutputConfig:
     """How output files are written."""
 
     compression: Compression = "none"
-    """Compression of the text outputs (good, duplicates, quarantine, bad)."""
+    """Compression of the text outputs (good, duplicates, quarantine, bad, the shredded files)."""
+    queue: str | None = None
+    """Where shred (rdb layout) sends its `shredding_complete` message for RDB Loader: `sqs://QUEUE_NAME` or
+    `sns://TOPIC_ARN`; null: the message is only written to the run folder."""
+
+    def __post_init__(self) -> None:
+        if self.queue is not None:
+            from jobs.shred.message import parse_queue
+
+            parse_queue(self.queue)  # raises InvalidConfigError naming what is allowed
+
+
+@dataclass(frozen=True)
+class ShredConfig:
+    """What the shred job writes (`--format` and `--layout` override)."""
+
+    format: ShredFormat = "shred"
+    """shred: the atomic events and one JSON line per entity, a folder per type (RDB Loader's Redshift loader);
+    widerow: one JSON line per event (its Snowflake and Databricks loaders); widerow-parquet: the same in Parquet."""
+    layout: ShredLayout = "rdb"
+    """rdb: what RDB Loader 6.x reads, with the shredding_complete message; legacy: the R30-era RDB Shredder's."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +169,7 @@ class JobConfig:
     input: InputConfig = field(default_factory=InputConfig)
     manifest: ManifestConfig = field(default_factory=ManifestConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
+    shred: ShredConfig = field(default_factory=ShredConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
 
 

@@ -17,3 +17,10 @@ class InvalidArgumentError(WinnowError):
 
 class InputNotFoundError(WinnowError):
     """The input path does not exist or holds no readable files."""
+
+
+class LoaderMessageError(WinnowError):
+    """The "shredding_complete" message could not be sent (exit 1): the run folder has no `_SUCCESS`, so a rerun
+    of the same run id sends it again."""
+
+    exit_code = 1

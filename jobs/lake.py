@@ -329,8 +329,12 @@ class RunFolder:
             self._fs.mkdirs(f"{self.path}/{folder}")
 
     def write_json(self, name: str, document: dict[str, Any]) -> str:
+        return self.write_text_file(name, json.dumps(document, indent=2) + "\n")
+
+    def write_text_file(self, name: str, text: str) -> str:
+        """One small file in the run folder, written whole (UTF-8)."""
         target = f"{self.path}/{name}"
-        self._fs.write_bytes(target, (json.dumps(document, indent=2) + "\n").encode("utf-8"))
+        self._fs.write_bytes(target, text.encode("utf-8"))
         return target
 
     def seal(self) -> None:

@@ -13,6 +13,8 @@ from jobs.config import SparkConfig
 REQUIRED_CONF = {
     # Timestamps are validated and formatted in UTC; a local time zone would reject times in DST gaps.
     "spark.sql.session.timeZone": "UTC",
+    # Wide-row Parquet timestamps as RDB transformer writes them (INT64 micros), not Spark's default INT96.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 }
 # Settings for a session the job starts itself (not under spark-submit).
 LOCAL_CONF = {

@@ -1,14 +1,17 @@
-"""The stateful stack: the manifest table and the buckets. Its lifecycle is the data's, not the code's."""
+"""The stateful stack: the manifest table, the buckets and the loader queue. Its lifecycle is the data's, not the
+code's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Stack
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from cdk.components.loader_queue import LoaderQueue, LoaderQueueProps, loader_queue_name
 from cdk.components.manifest_table import ManifestTable, ManifestTableProps
 from cdk.components.secure_bucket import SecureBucket, SecureBucketProps
 from cdk.config import EnvConfig
@@ -17,8 +20,9 @@ from cdk.naming import resource_names
 
 class StorageStack(Stack):
     """Manifest table; input and output buckets (created, or existing ones imported by name); artifacts,
-    job-log and access-log buckets. In prod (`retain_data`) everything is RETAINed and the table is
-    protected from deletion. The other stacks refer to these by name (cdk/naming.py)."""
+    job-log and access-log buckets; with `loader.create_queue`, RDB Loader's queue. In prod (`retain_data`)
+    everything is RETAINed and the table is protected from deletion. The other stacks refer to these by name
+    (cdk/naming.py, `loader_queue_name`)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: EnvConfig, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -69,3 +73,15 @@ class StorageStack(Stack):
                 else (manifest.read_capacity, manifest.write_capacity),
             ),
         ).table
+        self.loader_queue: sqs.IQueue | None = None
+        if config.loader.create_queue:
+            self.loader_queue = LoaderQueue(
+                self, "LoaderQueue", LoaderQueueProps(queue_name=loader_queue_name(config.env), retain=retain)
+            ).queue
+            # What RDB Loader's config needs: `messageQueue` takes the name.
+            for output_id, value in {
+                "LoaderQueueName": self.loader_queue.queue_name,
+                "LoaderQueueUrl": self.loader_queue.queue_url,
+                "LoaderQueueArn": self.loader_queue.queue_arn,
+            }.items():
+                CfnOutput(self, output_id, value=value)

@@ -51,7 +51,14 @@ def handle(args: argparse.Namespace) -> int:
             incremental=incremental_window(args, config),
         )
         shredded = shred_job.run(
-            spark, config, f"{deduplicated['output']}/good", f"{output}/{SHREDDED}", run_id, progress, args.format
+            spark,
+            config,
+            f"{deduplicated['output']}/good",
+            f"{output}/{SHREDDED}",
+            run_id,
+            progress,
+            args.format,
+            args.layout,
         )
         return {"run_id": run_id, "dedup": deduplicated, "shred": shredded}
 

@@ -8,26 +8,33 @@ from typing import Any
 from jobs.cli import add_run_options, run_spark_job
 
 FORMAT_HELP = (
-    "shred (default) = atomic-events/ (128-column TSV) and shredded-types/vendor=…/name=…/format=…/version=…/ "
-    "(one JSON line per entity, with its hierarchy); widerow = widerow/ with one JSON line per event; "
-    "widerow-parquet = the same columns in Parquet"
+    "shred (the default) = the atomic events (128-column TSV) and one JSON line per entity (with its hierarchy) in a "
+    "folder per entity type; widerow = one JSON line per event; widerow-parquet = the same columns in Parquet"
+)
+LAYOUT_HELP = (
+    "rdb (the default) = what Snowplow's RDB Loader 6.x reads: output=good/vendor=…/name=…/format=…/model=…/revision=…/"
+    "addition=…/ (wide rows directly in output=good/), output=bad/ with badrows-schema bad rows, and "
+    "shredding_complete.json (sent to output.queue when set); legacy = the R30-era RDB Shredder: atomic-events/, "
+    "shredded-types/vendor=…/name=…/format=…/version=…/ (or widerow/), bad/"
 )
 
 
 def add_format_option(parser: argparse.ArgumentParser) -> None:
-    """`--format`, shared by `shred` and `run`."""
-    from jobs.shred.job import SHRED_FORMATS
+    """`--format` and `--layout`, shared by `shred` and `run`."""
+    from jobs.config import SHRED_FORMATS, SHRED_LAYOUTS
 
-    parser.add_argument("--format", choices=SHRED_FORMATS, default="shred", help=FORMAT_HELP)
+    parser.add_argument("--format", choices=SHRED_FORMATS, help=f"{FORMAT_HELP} (default: shred.format of the config)")
+    parser.add_argument("--layout", choices=SHRED_LAYOUTS, help=f"{LAYOUT_HELP} (default: shred.layout of the config)")
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "shred",
-        help="shred enriched events into atomic-events TSV and shredded-types JSON (or wide rows)",
+        help="shred enriched events into what a warehouse loader reads (RDB Loader's layout by default)",
         description="Shred Snowplow enriched events (131-field TSV, typically a dedup run's good/). Writes "
-        "OUT/run=ID/ with atomic-events/ and shredded-types/ (or widerow/), bad/, summary.json and, last, _SUCCESS. "
-        "An event is written whole or, when a JSON field or an entity is invalid, as one bad row.",
+        "OUT/run=ID/ in the --layout chosen (rdb: output=good/, output=bad/, shredding_complete.json), summary.json "
+        "and, last, _SUCCESS. An event is written whole or, when a value, a JSON field or an entity is invalid, as "
+        "one bad row.",
     )
     parser.add_argument("--input", required=True, metavar="IN", help="a file or folder of enriched TSV, plain or .gz")
     parser.add_argument("--output", required=True, metavar="OUT", help="the output folder; the run writes OUT/run=ID/")
@@ -42,7 +49,7 @@ def handle(args: argparse.Namespace) -> int:
     return run_spark_job(
         args,
         lambda spark, config, run_id, progress: job.run(
-            spark, config, args.input, args.output, run_id, progress, output_format=args.format
+            spark, config, args.input, args.output, run_id, progress, output_format=args.format, layout=args.layout
         ),
         job.render,
     )

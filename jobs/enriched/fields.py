@@ -53,3 +53,26 @@ DEFAULT_FINGERPRINT_FIELDS: tuple[str, ...] = (
     "os_timezone", "dvce_screenwidth", "dvce_screenheight", "doc_charset", "doc_width", "doc_height",
     "refr_domain_userid", "refr_dvce_tstamp", "true_tstamp",
 )  # fmt: skip
+
+# How the Scala Analytics SDK (what Snowplow's transformer parses with) types each field: `shared/reference/notes/
+# enriched-event-fields.tsv`, column scala_sdk_type. Every field not listed here is a string.
+INSTANT_FIELDS: tuple[str, ...] = (
+    "etl_tstamp", "collector_tstamp", "dvce_created_tstamp", "dvce_sent_tstamp", "refr_dvce_tstamp",
+    "derived_tstamp", "true_tstamp",
+)  # fmt: skip
+INT_FIELDS: tuple[str, ...] = (
+    "txn_id", "domain_sessionidx", "page_urlport", "refr_urlport", "ti_quantity", "pp_xoffset_min", "pp_xoffset_max",
+    "pp_yoffset_min", "pp_yoffset_max", "br_viewwidth", "br_viewheight", "dvce_screenwidth", "dvce_screenheight",
+    "doc_width", "doc_height",
+)  # fmt: skip
+DOUBLE_FIELDS: tuple[str, ...] = (
+    "geo_latitude", "geo_longitude", "se_value", "tr_total", "tr_tax", "tr_shipping", "ti_price", "tr_total_base",
+    "tr_tax_base", "tr_shipping_base", "ti_price_base",
+)  # fmt: skip
+BOOLEAN_FIELDS: tuple[str, ...] = (
+    "br_features_pdf", "br_features_flash", "br_features_java", "br_features_director", "br_features_quicktime",
+    "br_features_realplayer", "br_features_windowsmedia", "br_features_gears", "br_features_silverlight",
+    "br_cookies", "dvce_ismobile",
+)  # fmt: skip
+# The SDK's non-optional fields: an empty value is an error ("Field X cannot be empty").
+REQUIRED_FIELDS: tuple[str, ...] = ("collector_tstamp", "event_id", "v_collector", "v_etl")

@@ -1,11 +1,14 @@
-"""The shred job: deduplicated enriched events -> atomic-events TSV + shredded-types JSON (or wide rows).
+"""The shred job: deduplicated enriched events -> what a warehouse loader reads.
 
-Layout of `OUT/run=ID/` (DESIGN §3, the R30-era Snowplow layout):
-  atomic-events/                                   one 128-column TSV line per good event
-  shredded-types/vendor=V/name=N/format=F/version=M-R-A/   one JSON line per entity
-  bad/                                             DESIGN bad rows, one per rejected input line
-  summary.json, then _SUCCESS last
-With `--format widerow` (`widerow-parquet`): `widerow/` (JSON lines or Parquet) instead of the first two.
+Layout `rdb` (default; Snowplow RDB transformer 6.x, read by RDB Loader; see jobs/shred/rdb.py), `OUT/run=ID/`:
+  output=good/vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0/
+  output=good/vendor=V/name=N/format=json/model=M/revision=R/addition=A/    one JSON line per entity
+  output=bad/vendor=com.snowplowanalytics.snowplow.badrows/name=loader_parsing_error/format=json/model=2/…
+  shredding_complete.json (the loader's message, also sent to `output.queue`), summary.json, then _SUCCESS
+  With `--format widerow` (`widerow-parquet`): the wide rows directly in output=good/, bad rows in output=bad/.
+Layout `legacy` (the R30-era RDB Shredder of shared/reference/002):
+  atomic-events/, shredded-types/vendor=V/name=N/format=F/version=M-R-A/, bad/ (DESIGN bad rows),
+  or widerow/ and bad/; summary.json, then _SUCCESS.
 """
 
 from __future__ import annotations
@@ -13,20 +16,23 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, get_args
+from typing import Any
 from urllib.parse import unquote
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import __version__
-from jobs.config import JobConfig
-from jobs.enriched.parse import bad_row_json, field, parse_events
+from jobs.config import SHRED_FORMATS, SHRED_LAYOUTS, JobConfig, ShredFormat
+from jobs.config import ShredLayout as Layout
+from jobs.enriched.parse import bad_row_json, field, has_all_fields, parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.lake import SUMMARY, FileSystem, RunFolder, absolute, check_apart, open_input, require_input
 from jobs.runs import SUCCESS_MARKER, run_timestamp
+from jobs.shred import message, rdb
 from jobs.shred.entities import (
     JSON_FIELDS,
     KIND_ORDER,
@@ -41,56 +47,88 @@ from jobs.shred.entities import (
 from jobs.shred.widerow import WIDEROW_FOLDER
 from jobs.summary import table
 
-ShredFormat = Literal["shred", "widerow", "widerow-parquet"]
-SHRED_FORMATS: tuple[str, ...] = get_args(ShredFormat)
 TYPE_COLUMNS = ("vendor", "name", "format", "version")
 ATOMIC_EVENTS, SHREDDED_TYPES = "atomic-events", "shredded-types"
+SHREDDING_COMPLETE = "shredding_complete.json"
+# Everything a shred run writes directly in its folder, in either layout (a rerun may switch layouts).
+RUN_ENTRIES = (ATOMIC_EVENTS, SHREDDED_TYPES, WIDEROW_FOLDER, "bad", rdb.GOOD, rdb.BAD, SHREDDING_COMPLETE)
 
 Progress = Callable[[str], None]
 # The type of `typed_entities`, for the empty array of bad lines.
 _TYPED = "array<struct<kind:string,vendor:string,name:string,format:string,version:string,model:string,data:string>>"
 
 
-def shred_events(parsed: DataFrame) -> DataFrame:
+def shred_events(parsed: DataFrame, layout: Layout = "rdb") -> DataFrame:
     """Decide every parsed line (from `parse_events`): good with its entities, or bad with all its errors.
 
-    Returns one row per input line: `line`, `errors` (parser errors, then JSON-field errors; empty when
-    good), `event_id`, `root_tstamp` and `entities` (`typed_entities`, empty for bad lines). An event is
-    good only when every one of its JSON fields and entities is, so it is written whole or not at all.
+    Returns one row per input line: `line`, `good`, `errors` (legacy: parser errors, then JSON-field errors;
+    empty when good; rdb: empty), `failure` (rdb: the `loader_parsing_error` failure, null when good; legacy:
+    null), `fields` (rdb: the line split on tabs, for good lines), `event_id`, `collector_tstamp`, `root_tstamp`
+    and `entities` (`typed_entities`, empty for bad lines). An event is good only when every one of its JSON
+    fields and entities is, so it is written whole or not at all. The rdb layout also decodes every value as
+    Snowplow's SDK does (`rdb.decoding_errors`), and reports the JSON fields of any 131-field line.
     """
-    valid = F.size("errors") == 0
     line = F.col("line")
-    raw_fields = (F.when(valid, field(line, name)).alias(name) for name in JSON_FIELDS)
+    parsed_ok = F.size("errors") == 0
+    readable = parsed_ok if layout == "legacy" else has_all_fields(line)
+    raw_fields = (F.when(readable, field(line, name)).alias(name) for name in JSON_FIELDS)
     with_raw = parsed.select("line", "errors", "event_id", "collector_tstamp", *raw_fields)
     with_json = with_raw.select("*", *parse_json_fields({name: F.col(name) for name in JSON_FIELDS}))
-    # Each field's entities once, in their own column: the checks and the output both read them.
+    # Each field's entities once, in their own column: the checks and the output read them.
     with_entities = with_json.select(
         "line", "errors", "event_id", "collector_tstamp", *JSON_FIELDS, *(f"{name}_env" for name in JSON_FIELDS),
         *(field_entities(name).alias(f"{name}_entities") for name in JSON_FIELDS),
+        (F.when(readable, F.split(line, "\t")) if layout == "rdb" else F.lit(None).cast("array<string>")).alias(
+            "fields"
+        ),
     )  # fmt: skip
     no_errors = F.array().cast("array<string>")
-    errors = F.concat(
-        F.col("errors"),
-        *(
-            F.when(valid, field_errors(name, F.col(name), F.col(f"{name}_entities"))).otherwise(no_errors)
-            for name in JSON_FIELDS
-        ),
-    )
+    json_errors = {
+        name: F.when(readable, field_errors(name, F.col(name), F.col(f"{name}_entities"))).otherwise(no_errors)
+        for name in JSON_FIELDS
+    }
+    if layout == "legacy":
+        errors = F.concat(F.col("errors"), *json_errors.values())
+        failure = F.lit(None).cast(rdb.FAILURE_TYPE)
+    else:
+        errors = no_errors
+        failure = rdb.failure(line, F.when(readable, rdb.decoding_errors(F.col("fields"), json_errors)))
     checked = with_entities.select(
         "line",
         errors.alias("errors"),
+        failure.alias("failure"),
+        "fields",
         "event_id",
-        F.when(valid, root_tstamp(F.col("collector_tstamp"))).alias("root_tstamp"),
+        "collector_tstamp",
         F.concat(*(F.col(f"{name}_entities") for name in KIND_ORDER)).alias("entities"),
     )
-    is_good = F.size("errors") == 0
+    is_good = (F.size("errors") == 0) & F.col("failure").isNull()
     return checked.select(
         "line",
+        is_good.alias("good"),
         "errors",
+        "failure",
+        F.when(is_good, F.col("fields")).alias("fields"),
         "event_id",
-        "root_tstamp",
+        F.when(is_good, F.col("collector_tstamp")).alias("collector_tstamp"),
+        F.when(is_good, root_tstamp(F.col("collector_tstamp"))).alias("root_tstamp"),
         F.when(is_good, typed_entities(F.col("entities"))).otherwise(F.array().cast(_TYPED)).alias("entities"),
     )
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a shred run wrote, for its summary and the loader's message."""
+
+    good: int
+    bad: int
+    shredded_types: dict[str, int]
+    """Entity lines per `vendor/name/format/version`."""
+    loader_types: list[message.LoaderType]
+    """Each entity type with the kind of entity it is (context or self-describing event)."""
+    min_tstamp: str | None
+    max_tstamp: str | None
+    """The earliest and latest collector_tstamp of the good events (as written; null without good events)."""
 
 
 def run(
@@ -100,35 +138,44 @@ def run(
     output_path: str,
     run_id: str,
     progress: Progress = lambda message: None,
-    output_format: ShredFormat = "shred",
+    output_format: ShredFormat | None = None,
+    layout: Layout | None = None,
 ) -> dict[str, Any]:
     """Run the shred job and return its summary (also written as `summary.json`).
 
     Args:
         spark: the session.
-        config: job config; `output.compression` applies to the text outputs.
+        config: job config; `output.compression` applies to the text outputs, `output.queue` is where the
+            rdb layout's `shredding_complete` message is sent.
         input_path: a file or folder of enriched TSV (typically a dedup run's `good/`).
         output_path: the output folder; the run writes `OUT/run=ID/`.
         run_id: the run id (`YYYY-MM-DD-HH-MM-SS`).
         progress: called with a short message at each step.
-        output_format: `shred` (atomic-events + shredded-types), `widerow` (JSON lines) or `widerow-parquet`.
+        output_format: `shred` (atomic events + one JSON line per entity), `widerow` (JSON lines) or
+            `widerow-parquet`; None: `shred.format` of the config.
+        layout: `rdb` (RDB Loader 6.x) or `legacy` (the R30-era RDB Shredder); None: `shred.layout`.
 
     Returns:
         The summary: `counts.input == counts.good + counts.bad`; `entities` (entity lines in all) and
         `shredded_types` (entity lines per `vendor/name/format/version`).
 
     Raises:
-        InvalidArgumentError: `output_format` is not one of `SHRED_FORMATS`.
+        InvalidArgumentError: `output_format` or `layout` is not allowed.
         InputNotFoundError: the input path does not exist.
+        LoaderMessageError: the message could not be sent (no `_SUCCESS`: a rerun sends it again).
     """
+    output_format = output_format or config.shred.format
+    layout = layout or config.shred.layout
     if output_format not in SHRED_FORMATS:
         raise InvalidArgumentError(f"--format: given {output_format!r}; allowed: {', '.join(SHRED_FORMATS)}")
+    if layout not in SHRED_LAYOUTS:
+        raise InvalidArgumentError(f"--layout: given {layout!r}; allowed: {', '.join(SHRED_LAYOUTS)}")
     started_at, started = datetime.now(UTC), time.monotonic()
     run_time = run_timestamp(run_id)
     input_path, output_path = shred_input(spark, absolute(input_path)), absolute(output_path)
     require_input(spark, input_path)
     check_apart("--output", output_path, {"--input": input_path})
-    folder = RunFolder(spark, output_path, run_id, "shred", [ATOMIC_EVENTS, SHREDDED_TYPES, WIDEROW_FOLDER, "bad"])
+    folder = RunFolder(spark, output_path, run_id, "shred", RUN_ENTRIES)
     with folder.writing():
         progress(f"reading every input file under {input_path} once")
         source = open_input(spark, input_path, config.input.skip_unreadable)
@@ -136,30 +183,67 @@ def run(
             "line", "errors", "event_id", "collector_tstamp"
         )
         folder.clear()
-        progress(f"reading and shredding {input_path}")
+        progress(f"reading and shredding {input_path} ({layout} layout)")
+        decided = shred_events(parsed, layout)
         if output_format == "shred":
-            counts, types = _write_shredded(folder, shred_events(parsed), run_time, config.output.compression)
+            written = _write_shredded(folder, decided, run_time, config.output.compression, layout)
         else:
-            counts, types = _write_wide_rows(folder, shred_events(parsed), run_time, config, output_format, progress)
+            written = _write_wide_rows(folder, decided, run_time, config, output_format, layout, progress)
 
-        good_count, bad_count = counts.get(True, 0), counts.get(False, 0)
         summary: dict[str, Any] = {
-            "counts": {"input": good_count + bad_count, "good": good_count, "bad": bad_count},
-            "entities": sum(types.values()),
-            "shredded_types": dict(sorted(types.items())),
+            "counts": {"input": written.good + written.bad, "good": written.good, "bad": written.bad},
+            "entities": sum(written.shredded_types.values()),
+            "shredded_types": dict(sorted(written.shredded_types.items())),
             "job": "shred",
             "version": __version__,
             "run_id": run_id,
             "format": output_format,
+            "layout": layout,
             "input": input_path,
             "input_files": source.summary(),
             "output": folder.path,
             "started_at": started_at.isoformat(timespec="seconds"),
-            "wall_time_seconds": round(time.monotonic() - started, 3),
         }
-        folder.write_json("summary.json", summary)
+        if layout == "rdb":
+            summary["loader_message"] = _hand_over(folder, written, output_format, config, started_at, progress)
+        summary["wall_time_seconds"] = round(time.monotonic() - started, 3)
+        folder.write_json(SUMMARY, summary)
         folder.seal()
     return summary
+
+
+def _hand_over(
+    folder: RunFolder,
+    written: Written,
+    output_format: ShredFormat,
+    config: JobConfig,
+    started_at: datetime,
+    progress: Progress,
+) -> dict[str, Any]:
+    """Write `shredding_complete.json` and send it to `output.queue` (before `_SUCCESS`: a run whose message was
+    not sent is not complete, and its rerun sends it again; the loader's own manifest skips a loaded folder)."""
+    widerow = output_format != "shred"
+    document = message.shredding_complete(
+        base=message.base_uri(folder.path),
+        transformation="WIDEROW" if widerow else "SHREDDED",
+        file_format=("PARQUET" if output_format == "widerow-parquet" else "JSON") if widerow else None,
+        types=written.loader_types,
+        job_started=started_at,
+        job_completed=datetime.now(UTC),
+        min_tstamp=written.min_tstamp,
+        max_tstamp=written.max_tstamp,
+        compression=config.output.compression,
+        processor_version=__version__,
+        good=written.good,
+        bad=written.bad,
+    )
+    text = message.message_text(document)
+    folder.write_text_file(SHREDDING_COMPLETE, text)
+    sent: dict[str, Any] = {"file": SHREDDING_COMPLETE, "queue": config.output.queue}
+    if config.output.queue:
+        progress(f"sending shredding_complete to {config.output.queue}")
+        sent["message_id"] = message.send(config.output.queue, text)
+    return sent
 
 
 def shred_input(spark: SparkSession, path: str) -> str:
@@ -188,30 +272,59 @@ def shred_input(spark: SparkSession, path: str) -> str:
     return path
 
 
-def _write_shredded(
-    folder: RunFolder, decided: DataFrame, run_time: datetime, compression: str
-) -> tuple[dict[bool, int], dict[str, int]]:
-    """atomic-events/, shredded-types/ and bad/ in one pass over the input: each line becomes its output lines.
-
-    Good and bad are counted while written (`observe`); entity lines per type are counted from the files
-    written (one small aggregation per file), so nothing is persisted or read twice.
-    """
-    is_good = F.size("errors") == 0
+def _observed_counts(decided: DataFrame) -> tuple[DataFrame, Observation]:
+    """`decided` observed while written: good and bad lines, and the good events' collector_tstamp range."""
     observation = Observation("shred counts")
-    observed = decided.observe(observation, F.count_if(is_good).alias("good"), F.count_if(~is_good).alias("bad"))
-    written = shredded_outputs(observed, run_time)
-    folder.write_text_split(written, [ATOMIC_EVENTS, SHREDDED_TYPES, "bad"], compression, "folder")
-    counted = observation.get
-    per_type = _lines_per_type(decided.sparkSession, f"{folder.path}/{SHREDDED_TYPES}")
-    return {True: counted["good"], False: counted["bad"]}, per_type
+    good = F.col("good")
+    return (
+        decided.observe(
+            observation,
+            F.count_if(good).alias("good"),
+            F.count_if(~good).alias("bad"),
+            F.min("collector_tstamp").alias("min_tstamp"),
+            F.max("collector_tstamp").alias("max_tstamp"),
+        ),
+        observation,
+    )
+
+
+def _write_shredded(
+    folder: RunFolder, decided: DataFrame, run_time: datetime, compression: str, layout: Layout
+) -> Written:
+    """The atomic events, the entity lines and the bad rows in one pass over the input: each line becomes its
+    output lines.
+
+    Good and bad are counted while written (`observe`), and so are the entity types (a small set); entity lines
+    per type are counted from the files written (one small aggregation per file), so nothing is persisted or
+    read twice.
+    """
+    observed, counts = _observed_counts(decided)
+    types = Observation("shred types")
+    if layout == "legacy":
+        written = shredded_outputs(observed, run_time).withColumn("type_key", F.lit(None).cast("string"))
+        folders = [ATOMIC_EVENTS, SHREDDED_TYPES, "bad"]
+    else:
+        written = rdb_outputs(observed)
+        folders = [rdb.GOOD, rdb.BAD]
+    collected = F.array_join(F.array_sort(F.collect_set("type_key")), "\n")
+    typed = written.observe(types, collected.alias("types")).select("folder", "text")
+    folder.write_text_split(typed, folders, compression, "folder")
+    figures = counts.get
+    loader_types = [_loader_type(key, "JSON") for key in types.get["types"].split("\n") if key]
+    if layout == "legacy":
+        per_type = _lines_per_type(decided.sparkSession, f"{folder.path}/{SHREDDED_TYPES}", TYPE_COLUMNS)
+    else:
+        per_type = _rdb_lines_per_type(decided.sparkSession, f"{folder.path}/{rdb.GOOD}", loader_types)
+    return Written(
+        figures["good"], figures["bad"], per_type, loader_types, figures["min_tstamp"], figures["max_tstamp"]
+    )
 
 
 def shredded_outputs(decided: DataFrame, run_time: datetime) -> DataFrame:
-    """The output lines of the decided events (`shred_events`): `folder` (under the run folder) and `text`.
+    """The legacy output lines of the decided events (`shred_events`): `folder` (under the run folder) and `text`.
 
     A good event gives its atomic-events line and one shredded-types line per entity; a bad one its bad row.
     """
-    is_good = F.size("errors") == 0
     entity_lines = F.transform(
         F.col("entities"),
         lambda e: F.struct(
@@ -226,25 +339,80 @@ def shredded_outputs(decided: DataFrame, run_time: datetime) -> DataFrame:
     bad = F.array(
         F.struct(F.lit("bad").alias("folder"), bad_row_json(F.col("line"), F.col("errors"), run_time).alias("text"))
     )
-    outputs = F.when(is_good, F.concat(atomic, entity_lines)).otherwise(bad)
+    outputs = F.when(F.col("good"), F.concat(atomic, entity_lines)).otherwise(bad)
     return decided.select(F.explode(outputs).alias("out")).select("out.folder", "out.text")
 
 
-def _lines_per_type(spark: SparkSession, shredded: str) -> dict[str, int]:
-    """Entity lines per `vendor/name/format/version`, from the files under shredded-types/ (counted per file)."""
+def rdb_outputs(decided: DataFrame) -> DataFrame:
+    """The rdb output lines of the decided events: `folder`, `text` and `type_key` (`ENTITY<TAB>iglu:…` of an
+    entity line, null for the others)."""
+    root_id = F.lower(F.col("event_id"))  # upstream's rootId is the event's UUID, which prints lower-case
+    entity_lines = F.transform(
+        F.col("entities"),
+        lambda e: F.struct(
+            rdb.entity_folder(e).alias("folder"),
+            shredded_line(e, root_id, F.col("root_tstamp")).alias("text"),
+            F.concat(_entity_kind(e["kind"]), F.lit("\t"), _schema_key(e)).alias("type_key"),
+        ),
+    )
+    no_type = F.lit(None).cast("string").alias("type_key")
+    atomic = F.array(
+        F.struct(
+            F.lit(f"{rdb.GOOD}/{rdb.ATOMIC_PATH}").alias("folder"),
+            rdb.atomic_line(F.col("fields")).alias("text"),
+            no_type,
+        )
+    )
+    bad = F.array(
+        F.struct(
+            F.lit(f"{rdb.BAD}/{rdb.PARSING_ERROR_PATH}").alias("folder"),
+            rdb.bad_row(F.col("line"), F.col("failure"), __version__).alias("text"),
+            no_type,
+        )
+    )
+    outputs = F.when(F.col("good"), F.concat(atomic, entity_lines)).otherwise(bad)
+    return decided.select(F.explode(outputs).alias("out")).select("out.folder", "out.text", "out.type_key")
+
+
+def _entity_kind(kind: Column) -> Column:
+    return F.when(kind == "unstruct_event", F.lit("SELF_DESCRIBING_EVENT")).otherwise(F.lit("CONTEXT"))
+
+
+def _schema_key(entity: Column) -> Column:
+    return F.concat(
+        F.lit("iglu:"), F.concat_ws("/", *(entity[name] for name in TYPE_COLUMNS))
+    )  # fmt: skip
+
+
+def _loader_type(type_key: str, shredded_format: str | None) -> message.LoaderType:
+    entity, schema_key = type_key.split("\t")
+    return message.LoaderType(schema_key=schema_key, entity=entity, format=shredded_format)  # type: ignore[arg-type]
+
+
+def _lines_per_type(spark: SparkSession, root: str, columns: tuple[str, ...]) -> dict[str, int]:
+    """Lines per file under `root`, summed per the `/`-joined values of the path's `columns` (`name=value`)."""
     files = (
-        spark.read.option("recursiveFileLookup", "true")
-        .text(shredded)
-        .select(F.col("_metadata.file_path").alias("path"))
+        spark.read.option("recursiveFileLookup", "true").text(root).select(F.col("_metadata.file_path").alias("path"))
     )
     types: dict[str, int] = {}
     for row in files.groupBy("path").count().collect():
-        parts = dict(
-            unquote(part).split("=", 1) for part in row["path"].split("/") if part.split("=", 1)[0] in TYPE_COLUMNS
-        )
-        name = "/".join(parts[column] for column in TYPE_COLUMNS)
-        types[name] = types.get(name, 0) + row["count"]
+        parts = dict(unquote(part).split("=", 1) for part in row["path"].split("/") if part.split("=", 1)[0] in columns)
+        if len(parts) == len(columns):
+            name = "/".join(parts[column] for column in columns)
+            types[name] = types.get(name, 0) + row["count"]
     return types
+
+
+def _rdb_lines_per_type(spark: SparkSession, good: str, loader_types: list[message.LoaderType]) -> dict[str, int]:
+    """Entity lines per `vendor/name/format/version` from the files under `output=good/` (their paths say vendor,
+    name and model-revision-addition; the schema's format comes from the types written)."""
+    columns = ("vendor", "name", "model", "revision", "addition")
+    by_path = _lines_per_type(spark, good, columns)
+    keys = {}
+    for loader_type in loader_types:
+        vendor, name, schema_format, version = loader_type.schema_key.removeprefix("iglu:").split("/")
+        keys["/".join([vendor, name, *version.split("-")])] = f"{vendor}/{name}/{schema_format}/{version}"
+    return {keys[path]: count for path, count in by_path.items() if path in keys}  # the atomic events are no type
 
 
 def _write_wide_rows(
@@ -253,37 +421,58 @@ def _write_wide_rows(
     run_time: datetime,
     config: JobConfig,
     output_format: ShredFormat,
+    layout: Layout,
     progress: Progress,
-) -> tuple[dict[bool, int], dict[str, int]]:
-    """widerow/ and bad/: the entity types are needed before writing (they are the columns), so the decided
-    lines are persisted and read for the counts, the types, the rows and the bad rows."""
+) -> Written:
+    """The wide rows and the bad rows (legacy: widerow/ and bad/; rdb: output=good/ and output=bad/). The entity
+    types are needed before writing (they are the columns), so the decided lines are persisted and read for the
+    counts, the types, the rows and the bad rows."""
     from jobs.shred import widerow
 
+    rows_folder, bad_folder = (WIDEROW_FOLDER, "bad") if layout == "legacy" else (rdb.GOOD, rdb.BAD)
     decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        is_good = F.size("errors") == 0
-        good, bad = decided.where(is_good), decided.where(~is_good)
-        counts = {row["good"]: row["count"] for row in decided.groupBy(is_good.alias("good")).count().collect()}
+        good_lines, bad_lines = decided.where("good"), decided.where("not good")
+        figures = decided.agg(
+            F.count_if("good").alias("good"),
+            F.count_if(~F.col("good")).alias("bad"),
+            F.min("collector_tstamp").alias("min_tstamp"),
+            F.max("collector_tstamp").alias("max_tstamp"),
+        ).first()
+        assert figures is not None
         type_rows = (
-            good.select(F.explode("entities").alias("e"))
+            good_lines.select(F.explode("entities").alias("e"))
             .groupBy(*(F.col("e")[name].alias(name) for name in ("kind", *TYPE_COLUMNS)))
             .count()
             .collect()
         )
         types: dict[str, int] = {}
+        loader_keys: set[str] = set()
         for row in type_rows:
             name = "{vendor}/{name}/{format}/{version}".format(**row.asDict())
             types[name] = types.get(name, 0) + row["count"]
+            entity = "SELF_DESCRIBING_EVENT" if row["kind"] == "unstruct_event" else "CONTEXT"
+            loader_keys.add(f"{entity}\tiglu:{name}")
         families = widerow.entity_families(type_rows)
-        progress(f"writing widerow/ ({output_format}, {len(families)} entity columns)")
-        widerow.write(folder, good, families, output_format, config.output.compression)
-        progress("writing bad/")
-        folder.write_text(
-            "bad", bad.select(bad_row_json(F.col("line"), F.col("errors"), run_time)), config.output.compression
+        progress(f"writing {rows_folder}/ ({output_format}, {len(families)} entity columns)")
+        widerow.write(folder, good_lines, families, output_format, config.output.compression, rows_folder)
+        progress(f"writing {bad_folder}/")
+        bad_text = (
+            bad_lines.select(bad_row_json(F.col("line"), F.col("errors"), run_time))
+            if layout == "legacy"
+            else bad_lines.select(rdb.bad_row(F.col("line"), F.col("failure"), __version__))
         )
+        folder.write_text(bad_folder, bad_text, config.output.compression)
     finally:
         decided.unpersist()
-    return counts, types
+    return Written(
+        figures["good"],
+        figures["bad"],
+        types,
+        [_loader_type(key, None) for key in sorted(loader_keys)],
+        figures["min_tstamp"],
+        figures["max_tstamp"],
+    )
 
 
 def render(summary: dict[str, Any]) -> str:
@@ -301,5 +490,8 @@ def shred_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("entities", f"{summary['entities']:,}"),
     ]
     rows.extend((f"  {name}", f"{count:,}") for name, count in summary["shredded_types"].items())
+    sent = summary.get("loader_message")
+    if sent:
+        rows.append(("loader message", f"sent to {sent['queue']}" if sent.get("queue") else sent["file"]))
     rows.append(("wall time", f"{summary['wall_time_seconds']:.1f} s"))
     return rows

@@ -81,6 +81,12 @@ def test_job_role_has_exactly_the_statements_the_jobs_need(dev: Synthesized) -> 
             "Resource": f"arn:aws:dynamodb:eu-west-1:{ACCOUNT}:table/winnow-dev-manifest",
         },
         {
+            "Sid": "SendLoaderMessage",  # RDB Loader's queue (loader.create_queue; tests/infra/test_loader_queue.py)
+            "Action": ["sqs:GetQueueUrl", "sqs:SendMessage"],
+            "Effect": "Allow",
+            "Resource": f"arn:aws:sqs:eu-west-1:{ACCOUNT}:winnow-dev-shredding-complete.fifo",
+        },
+        {
             "Sid": "ListData",
             "Action": "s3:ListBucket",
             "Effect": "Allow",
@@ -150,14 +156,20 @@ def test_artifacts_go_to_an_immutable_versioned_prefix(dev: Synthesized) -> None
     assert len(props["SourceObjectKeys"]) == 2  # the build folder and config.json
 
 
-def test_the_deployed_config_is_the_env_jobs_section(dev: Synthesized) -> None:
+def test_the_deployed_config_is_the_env_jobs_section_with_the_loader_queue(dev: Synthesized) -> None:
     configs = [json.loads(path.read_text(encoding="utf-8")) for path in dev.outdir.glob(f"asset.*/{CONFIG}")]
-    assert configs == [dev.config.jobs]
     assert dev.config.jobs == {
         "dedup": {"synthetic": "reid"},
         "manifest": {"ttl_days": 30},
-        "output": {"compression": "none"},
+        "output": {"compression": "gzip"},
     }
+    assert configs == [
+        {
+            "dedup": {"synthetic": "reid"},
+            "manifest": {"ttl_days": 30},
+            "output": {"compression": "gzip", "queue": "sqs://winnow-dev-shredding-complete.fifo"},
+        }
+    ]
 
 
 def test_spark_submit_parameters_ship_package_dependencies_python_and_sizes(dev: Synthesized) -> None:

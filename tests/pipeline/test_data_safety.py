@@ -259,7 +259,7 @@ def test_a_run_folder_holding_anything_else_is_not_replaced(
     assert main(["shred", "--input", str(source), "--output", str(output), "--run-id", RUN_ID]) == 0
     assert main(["dedup", "--input", str(source), "--output", str(output), "--run-id", RUN_ID]) == 2
     assert "holds a shred run, not a dedup run" in capsys.readouterr().err
-    assert (output / f"run={RUN_ID}" / "atomic-events").is_dir()
+    assert (output / f"run={RUN_ID}" / "output=good").is_dir()
 
 
 # 5. Unreadable input files.
@@ -361,7 +361,7 @@ def test_shred_of_a_dedup_run_folder_reads_its_good_only(spark: SparkSession, tm
     assert main(["shred", "--input", str(run / "good"), "--output", str(tmp_path / "b"), "--run-id", RUN_ID]) == 0
     a, b = tmp_path / "a" / f"run={RUN_ID}", tmp_path / "b" / f"run={RUN_ID}"
     assert json.loads((a / "summary.json").read_text())["counts"] == {"input": 3, "good": 3, "bad": 0}
-    for name in ("atomic-events", "shredded-types", "bad"):
+    for name in ("output=good", "output=bad"):
         assert read_lines(a / name) == read_lines(b / name)
 
 

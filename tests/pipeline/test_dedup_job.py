@@ -158,7 +158,7 @@ def test_a_missing_input_is_a_clear_error(
             '{"dedup": {"synthetic": "maybe"}}',
             'dedup.synthetic: given "maybe"; allowed: reid, quarantine, keep-first, keep-last, drop, off',
         ),
-        ('{"dedupe": {}}', "unknown key 'dedupe'; allowed keys: dedup, input, manifest, output, spark"),
+        ('{"dedupe": {}}', "unknown key 'dedupe'; allowed keys: dedup, input, manifest, output, shred, spark"),
         ("{not json", "is not valid JSON"),
     ],
 )

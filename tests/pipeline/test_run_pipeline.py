@@ -40,24 +40,28 @@ def test_the_pipeline_accounts_for_every_line_and_every_entity(
     assert shred["counts"] == {"input": dedup["counts"]["good"], "good": dedup["counts"]["good"], "bad": 0}
     assert dedup["synthetic"]["good"] > 0  # the batch has synthetic copies, re-identified with a duplicate context
 
-    # atomic-events: one 128-column line per good event, the same event ids as dedup's good/.
-    atomic = read_lines(shredded / "atomic-events")
+    # The atomic events (rdb layout): one 128-column line per good event, the same event ids as dedup's good/.
+    good = shredded / "output=good"
+    atomic_path = "vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
+    atomic = read_lines(good / atomic_path)
     assert len(atomic) == shred["counts"]["good"]
     assert {len(line.split("\t")) for line in atomic} == {128}
-    good_ids = sorted(line.split("\t")[6] for line in read_lines(deduplicated / "good"))
+    good_ids = sorted(line.split("\t")[6].lower() for line in read_lines(deduplicated / "good"))
     assert sorted(line.split("\t")[6] for line in atomic) == good_ids
 
-    # shredded-types: each folder holds its type's entities, counted in summary.json, each joined to an event.
+    # One folder per entity type: it holds that type's entities, counted in summary.json, each joined to an event.
     per_type = {}
     ids = set(good_ids)
-    for folder in sorted({path.parent for path in (shredded / "shredded-types").rglob("part-*")}):
-        parts = dict(part.split("=", 1) for part in folder.relative_to(shredded / "shredded-types").parts)
+    for folder in sorted({path.parent for path in good.rglob("part-*")} - {good / atomic_path}):
+        parts = dict(part.split("=", 1) for part in folder.relative_to(good).parts)
+        version = "{model}-{revision}-{addition}".format(**parts)
         lines = [json.loads(line) for line in read_lines(folder)]
         assert {json.dumps(line["schema"], sort_keys=True) for line in lines} == {
-            json.dumps({**parts, "format": "jsonschema"}, sort_keys=True)
-        }
+            json.dumps({"vendor": parts["vendor"], "name": parts["name"], "format": "jsonschema", "version": version},
+                       sort_keys=True)
+        }  # fmt: skip
         assert all(line["hierarchy"]["rootId"] in ids for line in lines)
-        per_type["{vendor}/{name}/{format}/{version}".format(**parts)] = len(lines)
+        per_type["{vendor}/{name}/jsonschema/".format(**parts) + version] = len(lines)
     assert per_type == shred["shredded_types"]
     assert sum(per_type.values()) == shred["entities"]
     assert per_type["com.snowplowanalytics.snowplow/duplicate/jsonschema/1-0-0"] == dedup["synthetic"]["good"]

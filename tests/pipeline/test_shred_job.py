@@ -1,4 +1,5 @@
-"""The shred job end to end: exact atomic-events and shredded-types lines, bad rows, the whole-event rule."""
+"""The shred job's legacy layout end to end: exact atomic-events and shredded-types lines, bad rows, the whole-event
+rule (the rdb layout: test_shred_rdb.py)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,13 @@ from tests.pipeline.helpers import (
     event,
     hierarchy,
     read_lines,
-    shred,
     unstruct,
 )
+from tests.pipeline.helpers import shred as shred_run
+
+
+def shred(tmp_path: Path, lines: list[str], *extra: str) -> Path:
+    return shred_run(tmp_path, lines, "--layout", "legacy", *extra)
 
 
 def shredded(run: Path) -> dict[str, list[str]]:

@@ -1,0 +1,182 @@
+"""The `rdb` layout: what Snowplow's RDB transformer 6.x writes and RDB Loader reads, as column expressions.
+
+Source: snowplow/snowplow-rdb-loader (transformer-batch, common/transformation) and the Scala Analytics SDK's
+parser (decode/ValueDecoder.scala, Parser.scala), which decides what a "good" event is upstream:
+
+- a line is parsed as the SDK parses it: one field (no tab) is `NotTSV`, another number than 131 is
+  `FieldNumberMismatch`, and a 131-field line with values that do not decode as their SDK type (timestamps,
+  the event id UUID, integers, doubles, booleans, the required fields, the three JSON fields) is a
+  `RowDecodingError` listing every such value in field order; each becomes one `loader_parsing_error` bad row;
+- the atomic line is the 128 non-JSON fields rendered as the transformer renders the SDK's event: timestamps
+  `yyyy-MM-dd HH:mm:ss.SSS`, the event id as a lower-case UUID, integers and doubles re-printed (`007` -> `7`,
+  `1` -> `1.0`, NaN -> empty, as circe prints a Double), booleans `1`/`0`, strings verbatim;
+- shredded JSON lines as the legacy layout, `rootId` being the lower-case UUID.
+
+Spark built-ins only. Where the SDK's grammar is wider than ours (an ISO time without seconds, a UUID with
+short groups, hexadecimal doubles), such a value is an error here: see README "Shred".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from jobs.enriched.fields import (
+    BOOLEAN_FIELDS,
+    DOUBLE_FIELDS,
+    FIELD_INDEX,
+    FIELD_NAMES,
+    INSTANT_FIELDS,
+    INT_FIELDS,
+    REQUIRED_FIELDS,
+)  # fmt: skip
+from jobs.enriched.parse import UUID_PATTERN, has_all_fields, is_timestamp
+from jobs.shred.entities import ATOMIC_FIELDS, JSON_FIELDS, root_tstamp
+
+GOOD, BAD = "output=good", "output=bad"
+ATOMIC_PATH = "vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
+PARSING_ERROR_SCHEMA = "iglu:com.snowplowanalytics.snowplow.badrows/loader_parsing_error/jsonschema/2-0-0"
+PARSING_ERROR_PATH = (
+    "vendor=com.snowplowanalytics.snowplow.badrows/name=loader_parsing_error/format=json/model=2/revision=0/addition=0"
+)
+PROCESSOR_ARTIFACT = "winnow"
+_INTEGER = r"^[+-]?[0-9]+$"  # Java's Integer.parseInt: a sign and digits, nothing else (no spaces, no `.0`)
+
+# One decoding error, as the SDK's `InvalidValue` is written in a bad row.
+_ERROR_TYPE = "struct<type:string,key:string,value:string,message:string>"
+FAILURE_TYPE = f"struct<type:string,fieldCount:int,errors:array<{_ERROR_TYPE}>>"
+
+
+def _invalid(name: str, value: Column, message: str | Column) -> Column:
+    text = F.lit(message) if isinstance(message, str) else message
+    return F.struct(
+        F.lit("InvalidValue").alias("type"), F.lit(name).alias("key"), value.alias("value"), text.alias("message")
+    )
+
+
+def _value_error(name: str, value: Column) -> Column | None:
+    """The SDK's error for one typed field's value (null when it decodes), or None for an untyped field."""
+    present = value != ""
+    if name in INSTANT_FIELDS:
+        wrong, kind = ~is_timestamp(value), "datetime"
+    elif name == "event_id":
+        wrong, kind = ~value.rlike(UUID_PATTERN), "UUID"
+    elif name in INT_FIELDS:
+        wrong, kind = ~value.rlike(_INTEGER) | value.try_cast("int").isNull(), "integer"
+    elif name in DOUBLE_FIELDS:
+        wrong, kind = value.try_cast("double").isNull(), "double"
+    elif name in BOOLEAN_FIELDS:
+        wrong, kind = ~value.isin("0", "1"), "boolean"
+    else:
+        wrong, kind = None, ""
+    checks = []
+    if name in REQUIRED_FIELDS:
+        checks.append((~present, _invalid(name, value, f"Field {name} cannot be empty")))
+    if wrong is not None:
+        checks.append((present & wrong, _invalid(name, value, f"Cannot parse key {name} into {kind}")))
+    if not checks:
+        return None
+    (first_condition, first_error), *rest = checks
+    error = F.when(first_condition, first_error)
+    for condition, message in rest:
+        error = error.when(condition, message)
+    return error
+
+
+def decoding_errors(fields: Column, json_errors: dict[str, Column]) -> Column:
+    """Every value of a 131-field line that the SDK would not decode, in field order (`array<InvalidValue>`).
+
+    Args:
+        fields: the line split on tabs (131 strings).
+        json_errors: for each of `JSON_FIELDS`, its messages (`array<string>`, from `entities.field_errors`,
+            each starting `<field>: `, which the bad row's `key` already says).
+    """
+    parts: list[Column] = []
+    for name in FIELD_NAMES:
+        value = F.element_at(fields, FIELD_INDEX[name] + 1)
+        if name in JSON_FIELDS:
+            parts.append(F.transform(json_errors[name], _json_error(name, value)))
+        elif (error := _value_error(name, value)) is not None:
+            parts.append(F.array(error))
+    return F.array_compact(F.concat(*parts))
+
+
+def _json_error(name: str, value: Column) -> Callable[[Column], Column]:
+    """An `InvalidValue` from one JSON-field message (`<name>: …`: the bad row's `key` says the name)."""
+    after_prefix = len(name) + 3  # 1-based position after `<name>: `
+    return lambda message: _invalid(name, value, F.substring(message, after_prefix, 1 << 20))
+
+
+def failure(line: Column, errors: Column) -> Column:
+    """The `loader_parsing_error` failure of a line (null for a good one): `NotTSV`, `FieldNumberMismatch`
+    (with `fieldCount`) or `RowDecodingError` (with `errors`, the line's `decoding_errors`)."""
+    field_count = F.size(F.split(line, "\t"))
+    no_errors = F.lit(None).cast(f"array<{_ERROR_TYPE}>")
+
+    def shape(kind: str, count: Column, listed: Column) -> Column:
+        return F.struct(F.lit(kind).alias("type"), count.cast("int").alias("fieldCount"), listed.alias("errors"))
+
+    return (
+        F.when(~has_all_fields(line) & (field_count == 1), shape("NotTSV", F.lit(None), no_errors))
+        .when(~has_all_fields(line), shape("FieldNumberMismatch", field_count, no_errors))
+        .when(F.size(errors) > 0, shape("RowDecodingError", F.lit(None), errors))
+    )
+
+
+def bad_row(line: Column, failure: Column, version: str) -> Column:
+    """The `loader_parsing_error` 2-0-0 bad row: `{"schema", "data": {"processor", "failure", "payload"}}`.
+
+    `to_json` leaves out the failure's null members, so each failure type has only its own keys.
+    """
+    return F.to_json(
+        F.struct(
+            F.lit(PARSING_ERROR_SCHEMA).alias("schema"),
+            F.struct(
+                F.struct(F.lit(PROCESSOR_ARTIFACT).alias("artifact"), F.lit(version).alias("version")).alias(
+                    "processor"
+                ),
+                failure.alias("failure"),
+                line.alias("payload"),
+            ).alias("data"),
+        )
+    )
+
+
+def atomic_line(fields: Column) -> Column:
+    """The 128-column atomic TSV line of a good event (its split `fields`), rendered as upstream renders it."""
+    return F.concat_ws("\t", *(_rendered(name, F.element_at(fields, FIELD_INDEX[name] + 1)) for name in ATOMIC_FIELDS))
+
+
+def _rendered(name: str, value: Column) -> Column:
+    present = value != ""
+    if name in INSTANT_FIELDS:
+        return F.when(present, root_tstamp(value)).otherwise("")
+    if name == "event_id":
+        return F.lower(value)
+    if name in INT_FIELDS:
+        return F.when(present, value.try_cast("int").cast("string")).otherwise("")
+    if name in DOUBLE_FIELDS:
+        number = value.try_cast("double")
+        # circe writes a NaN or infinite Double as null, which the transformer writes as an empty field.
+        finite = ~F.isnan(number) & (F.abs(number) != float("inf"))
+        return F.when(present & finite, number.cast("string")).otherwise("")
+    return value
+
+
+def entity_folder(entity: Column) -> Column:
+    """`output=good/vendor=V/name=N/format=json/model=M/revision=R/addition=A` of a typed entity."""
+    version = entity["version"]
+    return F.concat(
+        F.lit(f"{GOOD}/vendor="),
+        entity["vendor"],
+        F.lit("/name="),
+        entity["name"],
+        F.lit("/format=json/model="),
+        F.substring_index(version, "-", 1),
+        F.lit("/revision="),
+        F.substring_index(F.substring_index(version, "-", 2), "-", -1),
+        F.lit("/addition="),
+        F.substring_index(version, "-", -1),
+    )
