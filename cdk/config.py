@@ -45,7 +45,8 @@ _SQS_FIFO_NAME = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
 _SNS_FIFO_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-\d:\d{12}:[A-Za-z0-9_-]{1,251}\.fifo")
 _KMS_KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:[a-z]{2}(-[a-z]+)+-\d:\d{12}:key/[A-Za-z0-9-]+")
 SQS_SCHEME, SNS_SCHEME = "sqs://", "sns://"
-"""The two forms of `jobs.output.queue`: `sqs://NAME` (a queue of the env's account and region) or `sns://ARN`."""
+"""The two forms of `jobs.output.queue`: `sqs://NAME` (a queue of the env's account and region) or `sns://ARN`.
+In an env config it names where the state machine sends RDB Loader's message; the deployed job config has none."""
 
 
 class EnvConfigError(InvalidConfigError):
@@ -187,15 +188,17 @@ class ScheduleConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class LoaderConfig:
-    """Snowplow RDB Loader's input: where the shred job sends `shredding_complete` after each run it writes."""
+    """Snowplow RDB Loader's input: where the state machine sends each shred run's `shredding_complete` message
+    (the run folder's `shredding_complete.json`, rdb layout) once the shred job has succeeded."""
 
     create_queue: bool = False
-    """Create the loader queue `winnow-<env>-shredding-complete.fifo` (SQS FIFO) in the Storage stack and deploy
-    the jobs' config with `output.queue` set to it. false: the jobs send to `jobs.output.queue` (an existing
-    queue or topic), or nowhere when that is null."""
+    """Create the loader queue `winnow-<env>-shredding-complete.fifo` (SQS FIFO) in the Storage stack; the state
+    machine sends to it. false: it sends to `jobs.output.queue` (an existing queue or topic), or nowhere when
+    that is null."""
     kms_key_arn: str | None = None
-    """The customer managed KMS key the existing queue or topic of `jobs.output.queue` is encrypted with: the job
-    role may use it (kms:GenerateDataKey, kms:Decrypt). null: SSE-SQS or an AWS managed key (nothing to grant)."""
+    """The customer managed KMS key the existing queue or topic of `jobs.output.queue` is encrypted with: the state
+    machine's role may use it (kms:GenerateDataKey, kms:Decrypt). null: SSE-SQS or an AWS managed key (nothing to
+    grant)."""
 
     def __post_init__(self) -> None:
         _check(
@@ -312,7 +315,8 @@ class EnvConfig(EnvSettings):
 
     def check_loader_queue(self) -> None:
         """`loader.create_queue` and `jobs.output.queue` exclude each other; a named queue or topic is FIFO (RDB
-        Loader reads only those) and in a form the job role can be scoped to; a KMS key goes with a named one."""
+        Loader reads only those) and in a form the state machine's role can be scoped to; a KMS key goes with a
+        named one. (On EMR the state machine sends; the deployed job config has no `output.queue`.)"""
         queue = self.job_config.output.queue
         if self.loader.create_queue:
             _check(
@@ -320,8 +324,8 @@ class EnvConfig(EnvSettings):
                 "jobs.output.queue",
                 queue,
                 "null while loader.create_queue is true: set one or the other (loader.create_queue creates the "
-                "env's loader queue and deploys the jobs' config with output.queue set to it; jobs.output.queue "
-                "names an existing queue or topic)",
+                "env's loader queue and the state machine sends to it; jobs.output.queue names an existing queue "
+                "or topic)",
             )
             _check(
                 self.loader.kms_key_arn is None,

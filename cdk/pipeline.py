@@ -71,6 +71,7 @@ def build_pipeline(app: cdk.App, config: EnvConfig, build_dir: Path, account: st
         app,
         stack_name(config.env, "Orchestration"),
         config=config,
+        storage=storage,
         processing=processing,
         env=env,
         description=f"Winnow {config.env}: pipeline state machine, schedule, alarm, dashboard",

@@ -1,4 +1,8 @@
-"""The role EMR Serverless job runs assume: exactly the data, table, artifacts, logs and loader queue the jobs use."""
+"""The role EMR Serverless job runs assume: exactly the data, table, artifacts and logs the jobs use.
+
+No SQS or SNS: on EMR the state machine, not the shred job, sends RDB Loader's message (an application without
+a VPC reaches S3, but is not documented to reach SQS or SNS), so the deployed job config has no `output.queue`.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +21,6 @@ MANIFEST_ACTIONS = (
     "dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive",
 )  # fmt: skip
 """What the dedup job's DynamoDB manifest calls (conditional put, lookup, startup checks)."""
-LOADER_QUEUE_ACTIONS = ("sqs:GetQueueUrl", "sqs:SendMessage")
-"""What the shred job calls on RDB Loader's queue: resolve `sqs://NAME` to its URL, send `shredding_complete`."""
-LOADER_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
-"""What sending to a queue or topic encrypted with a customer managed key needs of that key."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,21 +41,6 @@ class JobExecutionRoleProps:
     log_bucket: s3.IBucket
     log_prefix: str
     """Where EMR writes the job runs' logs."""
-    loader_queue_arn: str | None = None
-    """The SQS queue the shred job sends `shredding_complete` to (RDB Loader's input): sqs:GetQueueUrl (the job
-    names it by name) and sqs:SendMessage on it. None: no queue."""
-    loader_topic_arn: str | None = None
-    """The SNS topic the shred job publishes `shredding_complete` to instead: sns:Publish on it. None: no topic."""
-    loader_key_arn: str | None = None
-    """The customer managed KMS key the queue or topic is encrypted with: kms:GenerateDataKey and kms:Decrypt on
-    it. None: no key permissions (SSE-SQS or an AWS managed key)."""
-
-    def __post_init__(self) -> None:
-        if self.loader_queue_arn is not None and self.loader_topic_arn is not None:
-            raise ValueError("loader_queue_arn and loader_topic_arn: given both; allowed: one or neither")
-        if self.loader_key_arn is not None and self.loader_queue_arn is None and self.loader_topic_arn is None:
-            raise ValueError("loader_key_arn: given without a queue or topic; allowed: with loader_queue_arn or "
-                             "loader_topic_arn")  # fmt: skip
 
 
 class JobExecutionRole(Construct):
@@ -88,13 +73,6 @@ class JobExecutionRole(Construct):
             ("WriteLogs", ["s3:PutObject"], [objects(props.log_bucket, props.log_prefix)]),
             ("Manifest", list(MANIFEST_ACTIONS), [props.manifest_table.table_arn]),
         ]
-        # The shred job's handoff to RDB Loader: one queue or topic, nothing else.
-        if props.loader_queue_arn is not None:
-            statements.append(("SendLoaderMessage", list(LOADER_QUEUE_ACTIONS), [props.loader_queue_arn]))
-        if props.loader_topic_arn is not None:
-            statements.append(("PublishLoaderMessage", ["sns:Publish"], [props.loader_topic_arn]))
-        if props.loader_key_arn is not None:
-            statements.append(("EncryptLoaderMessage", list(LOADER_KEY_ACTIONS), [props.loader_key_arn]))
         for sid, actions, resources in statements:
             self.role.add_to_policy(iam.PolicyStatement(sid=sid, actions=actions, resources=resources))
             for resource in resources:

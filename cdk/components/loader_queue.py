@@ -1,4 +1,4 @@
-"""Snowplow RDB Loader's input queue: the shred job sends `shredding_complete` here after each run it writes."""
+"""Snowplow RDB Loader's input queue: the pipeline state machine sends each shred run's `shredding_complete` here."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ class LoaderQueueProps:
 class LoaderQueue(Construct):
     """An SQS FIFO queue as RDB Loader asks for it: content-based deduplication, SSE-SQS, TLS only, 14 days.
 
-    The shred job sends one message per run (MessageGroupId `shredding`, MessageDeduplicationId the body's
-    sha256); RDB Loader (deployed elsewhere) receives and deletes them. `queue.queue_name` is what the loader's
+    The pipeline state machine sends one message per shred run (MessageGroupId `shredding`, a deduplication id of
+    the run and the message file's version); RDB Loader (deployed elsewhere) receives and deletes them. `queue.queue_name` is what the loader's
     `messageQueue` setting takes.
     """
 

@@ -1,4 +1,5 @@
-"""The pipeline state machine: work out the run, run dedup then shred on EMR Serverless, notify on failure."""
+"""The pipeline state machine: work out the run, run dedup then shred on EMR Serverless, tell RDB Loader, notify on
+failure."""
 
 from __future__ import annotations
 
@@ -28,6 +29,45 @@ RUN_EXECUTION_PREFIX = "run-"
 EXECUTION_ALREADY_EXISTS = "StepFunctions.ExecutionAlreadyExistsException"
 RUN_ID_DELIMITERS = "-T:.Z"
 """Splitting an ISO 8601 UTC time (`2026-11-22T03:00:00.123Z`) on these characters gives its date and time fields."""
+READ_LOADER_MESSAGE_STATE = "ReadLoaderMessage"
+SEND_LOADER_MESSAGE_STATE = "SendLoaderMessage"
+LOADER_NOT_TOLD_STATE = "LoaderNotTold"
+LOADER_NOT_TOLD_ERROR = "LoaderMessageNotSent"
+LOADER_MESSAGE_FILE = "shredding_complete.json"
+"""What the shred job (rdb layout) writes in its run folder before `_SUCCESS`: RDB Loader's message, as JSON."""
+LOADER_MESSAGE_GROUP = "shredding"
+"""The FIFO message group id upstream's transformer sends with (and the job, when it sends itself)."""
+LOADER_RETRY_ATTEMPTS, LOADER_RETRY_INTERVAL_SECONDS, LOADER_RETRY_BACKOFF = 3, 5, 2
+"""Retries of reading and of sending the message: after 5, 10 and 20 seconds."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoaderTarget:
+    """Where the state machine sends RDB Loader's `shredding_complete` message: one SQS FIFO queue or one SNS FIFO
+    topic, and the customer managed KMS key it is encrypted with, if any."""
+
+    uri: str
+    """`sqs://NAME` or `sns://ARN`, named in the failure's cause (no CloudFormation token)."""
+    queue_url: str | None = None
+    """The queue's URL (sqs:SendMessage's QueueUrl); with `queue_arn`."""
+    queue_arn: str | None = None
+    """The queue's ARN: sqs:SendMessage on it only."""
+    topic_arn: str | None = None
+    """The topic's ARN, instead of a queue: sns:Publish on it only."""
+    key_arn: str | None = None
+    """The customer managed KMS key of the queue or topic: kms:GenerateDataKey and kms:Decrypt on it. None: SSE-SQS
+    or an AWS managed key, nothing to grant."""
+
+    def __post_init__(self) -> None:
+        queue = self.queue_url is not None and self.queue_arn is not None
+        if (self.queue_url is None) != (self.queue_arn is None) or queue == (self.topic_arn is not None):
+            raise ValueError(
+                f"loader target {self.uri}: given queue_url {self.queue_url is not None}, queue_arn "
+                f"{self.queue_arn is not None}, topic_arn {self.topic_arn is not None}; allowed: queue_url with "
+                "queue_arn, or topic_arn"
+            )
+        if any(char in self.uri for char in "'{}\\"):
+            raise ValueError(f"loader target uri: given {self.uri!r}; allowed: no quote, brace or backslash")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,6 +118,9 @@ class PipelineStateMachineProps:
     """The whole execution's timeout."""
     retain_logs: bool
     """RETAIN the execution log group on stack deletion."""
+    loader: LoaderTarget | None = None
+    """Where to send the shred run's `shredding_complete.json` for RDB Loader after the shred job succeeded.
+    None: no loader states at all (no target, or the legacy layout, which writes no message)."""
 
 
 class PipelineStateMachine(Construct):
@@ -94,6 +137,12 @@ class PipelineStateMachine(Construct):
     records the files no earlier run read in the run's ledger entry and the dedup job reads those
     (`--incremental`); with nothing new the execution succeeds without starting a job run. With
     `inputPrefix` the jobs read everything under it.
+
+    With a loader target, a run whose shred job succeeded then reads the run folder's `shredding_complete.json`
+    and sends it to RDB Loader's queue or topic (from the state machine, not the job: an EMR Serverless
+    application without a VPC reaches S3, but is not documented to reach SQS or SNS); the message id is in the
+    output (`loaderMessage`). When that fails after retries, the run is complete but the loader does not know:
+    the execution fails (`LoaderMessageNotSent`, notified), and a redrive sends the message again.
     """
 
     def __init__(self, scope: Construct, construct_id: str, props: PipelineStateMachineProps) -> None:
@@ -154,8 +203,11 @@ class PipelineStateMachine(Construct):
         dedup = self._job_state(DEDUP_STATE, "dedup", notify)
         shred = self._job_state(SHRED_STATE, "shred", notify)
         succeeded = sfn.Succeed(self, "Succeeded")
+        after_shred: sfn.State = succeeded
+        if props.loader is not None:
+            after_shred = self._tell_loader(props.loader, succeeded, notify)
         dedup.next(self._publish_metrics("dedup", props.dedup_prefix, shred))
-        shred.next(self._publish_metrics("shred", props.shred_prefix, succeeded))
+        shred.next(self._publish_metrics("shred", props.shred_prefix, after_shred))
         plan = tasks.LambdaInvoke(
             self,
             PLAN_STATE,
@@ -258,6 +310,28 @@ class PipelineStateMachine(Construct):
             "cloudwatch:PutMetricData supports no resource-level permissions; the statement is limited to the "
             f"{props.metrics_namespace} namespace by condition",
             "Resource::*",
+        )
+        if props.loader is not None:
+            self._grant_loader(props.loader)
+
+    def _grant_loader(self, loader: LoaderTarget) -> None:
+        """Read each shred run's message file; send to the one queue or topic (and use its key)."""
+        p = self.props
+        message = f"arn:{Aws.PARTITION}:s3:::{p.output_bucket_name}/{p.shred_prefix}run=*/{LOADER_MESSAGE_FILE}"
+        statements = [("ReadLoaderMessage", ["s3:GetObject"], message)]
+        if loader.queue_arn is not None:
+            statements.append(("SendLoaderMessage", ["sqs:SendMessage"], loader.queue_arn))
+        if loader.topic_arn is not None:
+            statements.append(("PublishLoaderMessage", ["sns:Publish"], loader.topic_arn))
+        if loader.key_arn is not None:
+            statements.append(("EncryptLoaderMessage", ["kms:GenerateDataKey", "kms:Decrypt"], loader.key_arn))
+        for sid, actions, resource in statements:
+            self.state_machine.add_to_role_policy(iam.PolicyStatement(sid=sid, actions=actions, resources=[resource]))
+        acknowledge(
+            self.state_machine,
+            "IAM5",
+            f"ReadLoaderMessage: run ids are only known at run time; only each shred run's {LOADER_MESSAGE_FILE}",
+            resource_finding(self, message),
         )
 
     def _failure_notification(self) -> sfn.TaskStateBase:
@@ -368,6 +442,85 @@ class PipelineStateMachine(Construct):
             },
         )
         read.next(flatten).next(put).next(then)
+        return read
+
+    def _tell_loader(self, loader: LoaderTarget, then: sfn.State, on_failure: sfn.IChainable) -> sfn.CustomState:
+        """Read the shred run's `shredding_complete.json` (S3) and send its text to RDB Loader, then go on to `then`.
+
+        From the state machine, not the job: an EMR Serverless application without a VPC reaches S3, but is not
+        documented to reach SQS or SNS. The run folder is complete (the job wrote `_SUCCESS`), so a failure here,
+        after retries, fails the execution with a cause that says so (`on_failure`); a redrive sends again. A
+        second copy of the message is harmless: RDB Loader's manifest skips a folder it has loaded.
+        """
+        p = self.props
+        key = f"{p.shred_prefix}run={{}}/{LOADER_MESSAGE_FILE}"
+        read = sfn.CustomState(
+            self,
+            READ_LOADER_MESSAGE_STATE,
+            state_json={
+                "Type": "Task",
+                "Resource": "arn:aws:states:::aws-sdk:s3:getObject",
+                "Parameters": {"Bucket": p.output_bucket_name, "Key.$": f"States.Format('{key}', $.run.runId)"},
+                # The text is the message; the ETag identifies this version of the file (the deduplication id).
+                "ResultSelector": {"body.$": "$.Body", "etag.$": "$.ETag"},
+                "ResultPath": "$.loaderMessage",
+            },
+        )
+        # FIFO: the group upstream uses, and a deduplication id (so a queue without content-based deduplication
+        # takes it too) of the run and the file's version: a retried send within SQS's 5 minutes is not queued
+        # twice. Not States.Hash of the text itself: that takes at most 10,000 characters, and a run with many
+        # entity types has a longer message (the failure would be a States.Runtime error, which no Catch sees).
+        fifo = {
+            "MessageGroupId": LOADER_MESSAGE_GROUP,
+            "MessageDeduplicationId.$": "States.Hash(States.Format('{} {}', $.run.runId, $.loaderMessage.etag), "
+            "'SHA-256')",
+        }
+        parameters: dict[str, str]
+        if loader.queue_url is not None:
+            resource = "arn:aws:states:::aws-sdk:sqs:sendMessage"
+            parameters = {"QueueUrl": loader.queue_url, "MessageBody.$": "$.loaderMessage.body", **fifo}
+        else:
+            assert loader.topic_arn is not None  # LoaderTarget: a queue or a topic
+            resource = "arn:aws:states:::aws-sdk:sns:publish"
+            parameters = {"TopicArn": loader.topic_arn, "Message.$": "$.loaderMessage.body", **fifo}
+        send = sfn.CustomState(
+            self,
+            SEND_LOADER_MESSAGE_STATE,
+            state_json={
+                "Type": "Task",
+                "Resource": resource,
+                "Parameters": parameters,
+                "ResultSelector": {"messageId.$": "$.MessageId"},
+                "ResultPath": "$.loaderMessage",  # the message id replaces the text in the execution's output
+            },
+        )
+        folder = f"s3://{p.output_bucket_name}/{p.shred_prefix}run={{}}/"
+        not_told = sfn.CustomState(
+            self,
+            LOADER_NOT_TOLD_STATE,
+            state_json={
+                "Type": "Pass",
+                "Parameters": {
+                    "Error": LOADER_NOT_TOLD_ERROR,
+                    "Cause.$": f"States.Format('Run {{}} is complete ({folder} is sealed with _SUCCESS) but RDB "
+                    f"Loader was not told: sending its {LOADER_MESSAGE_FILE} to {loader.uri} failed with {{}}: {{}}. "
+                    "Redrive this execution, or start one named run-{}-resend with this runId (the run is redone, "
+                    "rerun-safe, and its message sent)', $.run.runId, $.run.runId, $.error.Error, $.error.Cause, "
+                    "$.run.runId)",
+                },
+                "ResultPath": "$.error",
+            },
+        )
+        not_told.next(on_failure)
+        for state in (read, send):
+            state.add_retry(
+                errors=[sfn.Errors.ALL],
+                interval=Duration.seconds(LOADER_RETRY_INTERVAL_SECONDS),
+                max_attempts=LOADER_RETRY_ATTEMPTS,
+                backoff_rate=LOADER_RETRY_BACKOFF,
+            )
+            state.add_catch(not_told, errors=[sfn.Errors.ALL], result_path="$.error")
+        read.next(send).next(then)
         return read
 
     def _arguments(self, state_name: str, incremental: bool = False) -> sfn.Pass:

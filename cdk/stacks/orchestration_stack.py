@@ -1,15 +1,17 @@
-"""The orchestration stack: the pipeline state machine, its schedule, failure notifications and the dashboard."""
+"""The orchestration stack: the pipeline state machine (which also tells RDB Loader), its schedule, failure
+notifications and the dashboard."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration, Stack
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdk.components.input_planner import InputPlanner, InputPlannerProps
+from cdk.components.loader_queue import loader_queue_name
 from cdk.components.pipeline_monitoring import (
     JOB_METRICS,
     METRICS_NAMESPACE,
@@ -19,10 +21,11 @@ from cdk.components.pipeline_monitoring import (
     PipelineMonitoringProps,
 )
 from cdk.components.pipeline_schedule import PipelineSchedule, PipelineScheduleProps
-from cdk.components.pipeline_state_machine import PipelineStateMachine, PipelineStateMachineProps
-from cdk.config import RETRY_INTERVAL_SECONDS, EnvConfig
+from cdk.components.pipeline_state_machine import LoaderTarget, PipelineStateMachine, PipelineStateMachineProps
+from cdk.config import RETRY_INTERVAL_SECONDS, SNS_SCHEME, SQS_SCHEME, EnvConfig
 from cdk.naming import resource_names
 from cdk.stacks.processing_stack import DEDUP_PREFIX, SHRED_PREFIX, ProcessingStack
+from cdk.stacks.storage_stack import StorageStack
 
 
 class OrchestrationStack(Stack):
@@ -34,6 +37,7 @@ class OrchestrationStack(Stack):
         construct_id: str,
         *,
         config: EnvConfig,
+        storage: StorageStack,
         processing: ProcessingStack,
         **kwargs: Any,
     ) -> None:
@@ -91,6 +95,7 @@ class OrchestrationStack(Stack):
                 retry_interval_seconds=RETRY_INTERVAL_SECONDS,
                 timeout=Duration.minutes(config.pipeline.timeout_minutes),
                 retain_logs=config.retain_data,
+                loader=self.loader_target(config, storage),
             ),
         )
         self.schedule = PipelineSchedule(
@@ -114,4 +119,29 @@ class OrchestrationStack(Stack):
                 manifest_table=manifest_table,
                 alarm_topic=self.failure_topic,
             ),
+        )
+
+    def loader_target(self, config: EnvConfig, storage: StorageStack) -> LoaderTarget | None:
+        """Where the state machine sends RDB Loader's message: the queue the Storage stack created
+        (`loader.create_queue`), else `jobs.output.queue` (`sqs://NAME`, a queue of the env's account and region,
+        or `sns://ARN`); None without either, or with the legacy layout (its runs have no message)."""
+        if config.job_config.shred.layout != "rdb":
+            return None
+        if storage.loader_queue is not None:
+            queue = storage.loader_queue
+            uri = f"{SQS_SCHEME}{loader_queue_name(config.env)}"
+            return LoaderTarget(uri=uri, queue_url=queue.queue_url, queue_arn=queue.queue_arn)
+        target = config.job_config.output.queue
+        key = config.loader.kms_key_arn
+        if target is None:
+            return None
+        if target.startswith(SNS_SCHEME):
+            return LoaderTarget(uri=target, topic_arn=target.removeprefix(SNS_SCHEME), key_arn=key)
+        name = target.removeprefix(SQS_SCHEME)
+        return LoaderTarget(
+            uri=target,
+            # A queue's URL, as SQS gives it (GetQueueUrl), in the env's account, region and partition.
+            queue_url=f"https://sqs.{self.region}.{self.url_suffix}/{self.account}/{name}",
+            queue_arn=self.format_arn(service="sqs", resource=name, arn_format=ArnFormat.NO_RESOURCE_NAME),
+            key_arn=key,
         )

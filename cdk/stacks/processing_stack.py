@@ -5,16 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import ArnFormat, CfnOutput, Stack
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdk.components.job_artifacts import JobArtifacts, JobArtifactsProps
 from cdk.components.job_execution_role import JobExecutionRole, JobExecutionRoleProps
-from cdk.components.loader_queue import loader_queue_name
 from cdk.components.spark_application import SparkApplication, SparkApplicationProps
-from cdk.config import SNS_SCHEME, SQS_SCHEME, EnvConfig
+from cdk.config import EnvConfig
 from cdk.naming import resource_names
 from cdk.stacks.storage_stack import StorageStack
 
@@ -77,9 +76,6 @@ class ProcessingStack(Stack):
             "Artifacts",
             JobArtifactsProps(bucket=artifacts_bucket, build_dir=build_dir, job_config=deployed_job_config(config)),
         )
-        target = loader_target(config)
-        queue = target.removeprefix(SQS_SCHEME) if target and target.startswith(SQS_SCHEME) else None
-        topic = target.removeprefix(SNS_SCHEME) if target and target.startswith(SNS_SCHEME) else None
         self.execution_role = JobExecutionRole(
             self,
             "JobRole",
@@ -93,13 +89,6 @@ class ProcessingStack(Stack):
                 artifacts_prefix=self.artifacts.root,  # every version: versions are immutable
                 log_bucket=job_logs_bucket,
                 log_prefix=JOB_LOG_PREFIX,
-                # By name, like the buckets and the table: a queue the Storage stack created or an existing one
-                # (the job resolves `sqs://NAME` in its own account and region).
-                loader_queue_arn=None
-                if queue is None
-                else self.format_arn(service="sqs", resource=queue, arn_format=ArnFormat.NO_RESOURCE_NAME),
-                loader_topic_arn=topic,
-                loader_key_arn=config.loader.kms_key_arn,
             ),
         ).role
         self.job_runs_policy = self.spark.job_runs_policy(self.execution_role)
@@ -116,20 +105,15 @@ class ProcessingStack(Stack):
             CfnOutput(self, output_id, value=value)
 
 
-def loader_target(config: EnvConfig) -> str | None:
-    """Where the shred job sends `shredding_complete` on EMR: the created loader queue (`loader.create_queue`),
-    else `jobs.output.queue` (`sqs://NAME` or `sns://ARN`); None: nowhere."""
-    if config.loader.create_queue:
-        return f"{SQS_SCHEME}{loader_queue_name(config.env)}"
-    return config.job_config.output.queue
-
-
 def deployed_job_config(config: EnvConfig) -> dict[str, Any]:
-    """The env's `jobs` section as deployed (`config.json`): with `output.queue` set to the created loader queue."""
-    if not config.loader.create_queue:
-        return dict(config.jobs)
-    output = {**config.jobs.get("output", {}), "queue": loader_target(config)}
-    return {**config.jobs, "output": output}
+    """The env's `jobs` section as deployed (`config.json`), without `output.queue`: on EMR the state machine sends
+    RDB Loader's message (`jobs.output.queue` or the created queue, see OrchestrationStack); the shred job only
+    writes it to the run folder (an EMR Serverless application without a VPC reaches S3, but is not documented
+    to reach SQS or SNS)."""
+    return {
+        key: {name: value for name, value in section.items() if name != "queue"} if key == "output" else section
+        for key, section in config.jobs.items()
+    }
 
 
 def spark_submit_parameters(config: EnvConfig, artifacts: JobArtifacts) -> str:

@@ -3,6 +3,11 @@
 moto's Step Functions interpreter cannot run `emr-serverless:startJobRun.sync`, so a test replaces each job
 task with a Pass state that keeps the task's Parameters (so the output shows exactly what EMR would get),
 or with a task that fails in moto, keeping the task's Retry and Catch.
+
+The SDK integrations run as deployed, against moto: `aws-sdk:s3:getObject` (with the Body shim below),
+`aws-sdk:cloudwatch:putMetricData`, and `aws-sdk:sqs:sendMessage` (moto 5.2.5 passes the state's PascalCase
+Parameters to boto3's `send_message` as they are, which are boto3's names too: no shim; a failure is named
+`sqs.<Code>Exception`, where AWS names it `Sqs.<Code>Exception`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from tests.infra.helpers import Synthesized, state_machine_definition
 
 ACCOUNT = "123456789012"  # moto's account
 REGION = "eu-west-1"
+URL_SUFFIX = "amazonaws.com"
 MOTO_CONFIG: DefaultConfig = {"stepfunctions": {"execute_state_machine": True}}
 """moto's config switch that makes Step Functions executions actually run (its ASL interpreter)."""
 
@@ -63,17 +69,51 @@ def moto_flow(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
 
 
-def with_jobs_as_pass(synth: Synthesized) -> dict[str, Any]:
-    """The synthesized definition with both EMR job tasks swapped for Pass states (their Parameters kept)."""
-    return as_pass(as_pass(definition(synth), "Dedup"), "Shred")
+LOADER_STATES = ("ReadLoaderMessage", "SendLoaderMessage", "LoaderNotTold")
+"""The states that read the shred run's `shredding_complete.json` and send it to RDB Loader (rdb layout with a
+loader target: dev and prod)."""
+
+
+def with_jobs_as_pass(synth: Synthesized, loader: bool = False) -> dict[str, Any]:
+    """The synthesized definition with both EMR job tasks swapped for Pass states (their Parameters kept).
+
+    The loader states are left out (`without_loader`) unless `loader`: a stand-in shred job writes no
+    `shredding_complete.json`, so a test of them puts one in S3 and creates the queue."""
+    asl = as_pass(as_pass(definition(synth), "Dedup"), "Shred")
+    return asl if loader else without_loader(asl)
+
+
+def without_loader(asl: dict[str, Any]) -> dict[str, Any]:
+    """`asl` without the loader states: what led to them leads to where they lead (the run's end)."""
+    if LOADER_STATES[0] not in asl["States"]:
+        return asl
+    swapped = copy.deepcopy(asl)
+    after = swapped["States"]["SendLoaderMessage"]["Next"]
+    for name in LOADER_STATES:
+        del swapped["States"][name]
+    for state in swapped["States"].values():
+        for transition in [state, *state.get("Catch", [])]:
+            if transition.get("Next") in LOADER_STATES:
+                transition["Next"] = after
+    return swapped
 
 
 def resolve(function: str, argument: Any) -> str:
     """Real-looking values for the definition's references (the failure topic is a real moto topic)."""
     if function == "Ref":
-        return {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT}.get(
-            argument, f"arn:aws:sns:{REGION}:{ACCOUNT}:{argument}"
-        )
+        pseudo = {
+            "AWS::Partition": "aws",
+            "AWS::Region": REGION,
+            "AWS::AccountId": ACCOUNT,
+            "AWS::URLSuffix": URL_SUFFIX,
+        }
+        return pseudo.get(argument, f"arn:aws:sns:{REGION}:{ACCOUNT}:{argument}")
+    if function == "Fn::GetStackOutput" and "LoaderQueue" in argument["OutputName"]:  # the Storage stack's queue
+        env = argument["StackName"].split("-")[1]  # Winnow-<env>-Storage
+        name = f"winnow-{env}-shredding-complete.fifo"
+        if argument["OutputName"].startswith("PublishOutputRef"):
+            return f"https://sqs.{REGION}.{URL_SUFFIX}/{ACCOUNT}/{name}"
+        return f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"
     if function == "Fn::GetStackOutput":
         return f"stand-in-{argument['OutputName']}"
     if function == "Fn::GetAtt" and argument[1] == "Arn":  # the input planner function
@@ -226,8 +266,14 @@ def states_entered(execution_arn: str) -> list[str]:
     return [e["stateEnteredEventDetails"]["name"] for e in events if "stateEnteredEventDetails" in e]
 
 
-def task_failures(execution_arn: str) -> int:
-    """How many task attempts failed (a retried task fails once per attempt)."""
+def task_failures(execution_arn: str, resource_type: str | None = None) -> int:
+    """How many task attempts failed (a retried task fails once per attempt), of one resource type (e.g.
+    `aws-sdk:sqs`) when given."""
     sfn = boto3.client("stepfunctions", region_name=REGION)
     events = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
-    return sum(1 for e in events if e["type"] == "TaskFailed")
+    return sum(
+        1
+        for e in events
+        if e["type"] == "TaskFailed"
+        and resource_type in (None, e.get("taskFailedEventDetails", {}).get("resourceType"))
+    )

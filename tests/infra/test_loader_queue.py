@@ -1,5 +1,7 @@
 """RDB Loader's queue: the FIFO queue the Storage stack creates (`loader.create_queue`) or an existing queue or topic
-(`jobs.output.queue`), the job role's permission to send to exactly that one, and the deployed config naming it."""
+(`jobs.output.queue`); the state machine's states and permission that send each shred run's `shredding_complete`
+to exactly that one; the job role and the deployed job config without any (see tests/infra/test_state_machine_flow.py
+for the states executed in moto)."""
 
 from __future__ import annotations
 
@@ -10,17 +12,22 @@ from typing import Any
 import pytest
 
 from cdk.artifact_layout import CONFIG
-from cdk.components.job_execution_role import JobExecutionRoleProps
 from cdk.components.loader_queue import LoaderQueueProps
+from cdk.components.pipeline_state_machine import LoaderTarget
 from cdk.config import CONFIG_DIR, EnvConfigError, config_from_data
 from jobs.config import JobConfig, config_from_dict
-from tests.infra.helpers import Synthesized, only, policy_statements, resources, synthesize
+from tests.infra.helpers import Synthesized, only, policy_statements, resources, state_machine_definition, synthesize
 
 ACCOUNTS = {"dev": "${AWS::AccountId}", "prod": "123456789012"}  # dev names no account: the CLI's
 QUEUE = "${LoaderQueueB19E8514}"  # the queue's logical id: its Ref is the URL
+# The Storage stack's outputs the Orchestration stack reads (weak cross-stack references, Fn::GetStackOutput).
+QUEUE_URL_OUTPUT = "PublishOutputRefLoaderQueueB19E8514C7DB63B5"
+QUEUE_ARN_OUTPUT = "PublishOutputFnGetAttLoaderQueueB19E8514Arn47AF589C"
 TOPIC = "arn:aws:sns:eu-west-1:210987654321:snowplow-shredding-complete.fifo"
 KEY = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-LOADER_SIDS = {"SendLoaderMessage", "PublishLoaderMessage", "EncryptLoaderMessage"}
+LOADER_SIDS = {"ReadLoaderMessage", "SendLoaderMessage", "PublishLoaderMessage", "EncryptLoaderMessage"}
+LOADER_STATES = ("ReadLoaderMessage", "SendLoaderMessage", "LoaderNotTold")
+DEDUPLICATION_ID = "States.Hash(States.Format('{} {}', $.run.runId, $.loaderMessage.etag), 'SHA-256')"
 
 
 def env_data(env: str, *, loader: dict[str, Any], queue: str | None = None) -> dict[str, Any]:
@@ -38,8 +45,22 @@ def deployed_config(synth: Synthesized) -> dict[str, Any]:
 
 
 def loader_statements(synth: Synthesized) -> list[dict[str, Any]]:
-    statements = policy_statements(synth.template("Processing"), "JobRole")
+    """The state machine role's statements about RDB Loader's message, in order."""
+    statements = policy_statements(synth.template("Orchestration"), "PipelineStateMachineRole")
     return [statement for statement in statements if statement.get("Sid") in LOADER_SIDS]
+
+
+def loader_states(synth: Synthesized) -> dict[str, dict[str, Any]]:
+    states = state_machine_definition(synth.template("Orchestration"))["States"]
+    return {name: states[name] for name in LOADER_STATES if name in states}
+
+
+def job_role_actions(synth: Synthesized) -> list[str]:
+    return [
+        action
+        for statement in policy_statements(synth.template("Processing"), "JobRole")
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    ]
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
@@ -50,8 +71,8 @@ def test_the_loader_queue_is_fifo_deduplicating_encrypted_and_keeps_messages_14_
     assert {key: queue[key] for key in queue if key != "Tags"} == {
         "QueueName": f"winnow-{env}-shredding-complete.fifo",
         "FifoQueue": True,
-        "ContentBasedDeduplication": True,  # the job also sets MessageDeduplicationId (the body's sha256)
-        "SqsManagedSseEnabled": True,  # SSE-SQS: no customer key, so no key grant for the job role
+        "ContentBasedDeduplication": True,  # the state machine also sets MessageDeduplicationId
+        "SqsManagedSseEnabled": True,  # SSE-SQS: no customer key, so no key grant for the state machine
         "MessageRetentionPeriod": 14 * 86400,
     }
 
@@ -79,46 +100,106 @@ def test_prod_retains_the_loader_queue_dev_deletes_it(dev: Synthesized, prod: Sy
 
 
 def test_the_storage_stack_outputs_what_a_loader_config_needs(dev: Synthesized) -> None:
-    """RDB Loader's `messageQueue` takes the name; the URL and ARN are for policies and the console."""
+    """RDB Loader's `messageQueue` takes the name; the URL and ARN are for policies and the console. The
+    `PublishOutput…` ones are CDK's, for the Orchestration stack (the state machine sends to the queue)."""
     assert dev.template("Storage").find_outputs("*") == {
         "LoaderQueueName": {"Value": {"Fn::GetAtt": ["LoaderQueueB19E8514", "QueueName"]}},
         "LoaderQueueUrl": {"Value": {"Ref": "LoaderQueueB19E8514"}},
         "LoaderQueueArn": {"Value": {"Fn::GetAtt": ["LoaderQueueB19E8514", "Arn"]}},
+        QUEUE_URL_OUTPUT: {"Value": {"Ref": "LoaderQueueB19E8514"}},
+        QUEUE_ARN_OUTPUT: {"Value": {"Fn::GetAtt": ["LoaderQueueB19E8514", "Arn"]}},
     }
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
-def test_the_job_role_may_send_to_the_created_queue_only(synthesized: dict[str, Synthesized], env: str) -> None:
+def test_the_state_machine_may_read_run_messages_and_send_to_the_created_queue_only(
+    synthesized: dict[str, Synthesized], env: str
+) -> None:
+    output = f"arn:${{AWS::Partition}}:s3:::winnow-{env}-output-{ACCOUNTS[env]}-eu-west-1"
     assert loader_statements(synthesized[env]) == [
         {
-            "Sid": "SendLoaderMessage",
-            "Action": ["sqs:GetQueueUrl", "sqs:SendMessage"],  # the job resolves sqs://NAME, then sends
+            "Sid": "ReadLoaderMessage",
+            "Action": "s3:GetObject",
             "Effect": "Allow",
-            "Resource": f"arn:aws:sqs:eu-west-1:{ACCOUNTS[env]}:winnow-{env}-shredding-complete.fifo",
-        }
+            "Resource": f"{output}/shredded/run=*/shredding_complete.json",
+        },
+        {
+            "Sid": "SendLoaderMessage",
+            "Action": "sqs:SendMessage",
+            "Effect": "Allow",
+            "Resource": f"${{Import:Winnow-{env}-Storage:{QUEUE_ARN_OUTPUT}}}",  # the Storage stack's queue
+        },
     ]
-    every_action = [
-        action
-        for statement in policy_statements(synthesized[env].template("Processing"), "JobRole")
-        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
-    ]
-    assert [action for action in every_action if action.startswith(("sqs:", "sns:", "kms:"))] == [
-        "sqs:GetQueueUrl",
-        "sqs:SendMessage",
-    ]
+    assert synthesized[env].nag_error is None
 
 
 @pytest.mark.parametrize("env", ["dev", "prod"])
-def test_the_deployed_config_names_the_created_queue(synthesized: dict[str, Synthesized], env: str) -> None:
+def test_the_job_role_has_no_loader_permission(synthesized: dict[str, Synthesized], env: str) -> None:
+    """On EMR the state machine sends RDB Loader's message: the job only writes it to the run folder."""
+    assert [
+        action for action in job_role_actions(synthesized[env]) if action.startswith(("sqs:", "sns:", "kms:"))
+    ] == []
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_the_deployed_config_names_no_queue(synthesized: dict[str, Synthesized], env: str) -> None:
     synth = synthesized[env]
-    assert synth.config.job_config.output.queue is None  # as written: the queue is derived at synth time
     deployed = deployed_config(synth)
-    assert deployed["output"] == {"compression": "gzip", "queue": f"sqs://winnow-{env}-shredding-complete.fifo"}
-    assert {key: value for key, value in deployed.items() if key != "output"} == {
-        key: value for key, value in synth.config.jobs.items() if key != "output"
+    assert deployed == synth.config.jobs  # written without a queue: deployed as written
+    assert deployed["output"] == {"compression": "gzip"}
+    # What the jobs read on EMR (`--config s3://…/config.json`): the shred job writes the message, sends none.
+    assert config_from_dict(JobConfig, deployed).output.queue is None
+
+
+def test_the_loader_states_read_the_run_s_message_and_send_it_to_the_created_queue(dev: Synthesized) -> None:
+    states = state_machine_definition(dev.template("Orchestration"))["States"]
+    retry = [{"ErrorEquals": ["States.ALL"], "IntervalSeconds": 5, "MaxAttempts": 3, "BackoffRate": 2}]
+    catch = [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "LoaderNotTold"}]
+    # After the shred job's metrics step, whether it succeeded or not (it never fails the run).
+    assert states["PublishShredMetrics"]["Next"] == "ReadLoaderMessage"
+    assert states["PublishShredMetrics"]["Catch"][0]["Next"] == "ReadLoaderMessage"
+    assert states["ReadLoaderMessage"] == {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::aws-sdk:s3:getObject",
+        "Parameters": {
+            "Bucket": "winnow-dev-output-${AWS::AccountId}-eu-west-1",
+            "Key.$": "States.Format('shredded/run={}/shredding_complete.json', $.run.runId)",
+        },
+        "ResultSelector": {"body.$": "$.Body", "etag.$": "$.ETag"},
+        "ResultPath": "$.loaderMessage",
+        "Retry": retry,
+        "Catch": catch,
+        "Next": "SendLoaderMessage",
     }
-    # What the jobs read on EMR (`--config s3://…/config.json`) accepts it.
-    assert config_from_dict(JobConfig, deployed).output.queue == f"sqs://winnow-{env}-shredding-complete.fifo"
+    assert states["SendLoaderMessage"] == {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::aws-sdk:sqs:sendMessage",
+        "Parameters": {
+            "QueueUrl": f"${{Import:Winnow-dev-Storage:{QUEUE_URL_OUTPUT}}}",
+            "MessageBody.$": "$.loaderMessage.body",
+            "MessageGroupId": "shredding",
+            # The run and the file's version, hashed: not the text, which may exceed States.Hash's 10,000 characters.
+            "MessageDeduplicationId.$": DEDUPLICATION_ID,
+        },
+        "ResultSelector": {"messageId.$": "$.MessageId"},
+        "ResultPath": "$.loaderMessage",
+        "Retry": retry,
+        "Catch": catch,
+        "Next": "Succeeded",
+    }
+    assert states["LoaderNotTold"] == {
+        "Type": "Pass",
+        "Parameters": {
+            "Error": "LoaderMessageNotSent",
+            "Cause.$": "States.Format('Run {} is complete (s3://winnow-dev-output-${AWS::AccountId}-eu-west-1/shredded/"
+            "run={}/ is sealed with _SUCCESS) but RDB Loader was not told: sending its shredding_complete.json to "
+            "sqs://winnow-dev-shredding-complete.fifo failed with {}: {}. Redrive this execution, or start one named "
+            "run-{}-resend with this runId (the run is redone, rerun-safe, and its message sent)', "
+            "$.run.runId, $.run.runId, $.error.Error, $.error.Cause, $.run.runId)",
+        },
+        "ResultPath": "$.error",
+        "Next": "NotifyFailure",  # the failure path: notify the topic, then fail with this error and cause
+    }
 
 
 def test_creating_the_queue_and_naming_one_exclude_each_other() -> None:
@@ -127,8 +208,8 @@ def test_creating_the_queue_and_naming_one_exclude_each_other() -> None:
         config_from_data("dev", data)
     assert str(both.value) == (
         'jobs.output.queue: given "sqs://acme-loader.fifo"; allowed: null while loader.create_queue is true: set '
-        "one or the other (loader.create_queue creates the env's loader queue and deploys the jobs' config with "
-        "output.queue set to it; jobs.output.queue names an existing queue or topic)"
+        "one or the other (loader.create_queue creates the env's loader queue and the state machine sends to it; "
+        "jobs.output.queue names an existing queue or topic)"
     )
 
 
@@ -153,42 +234,76 @@ def test_bad_loader_settings_name_the_key_and_what_is_allowed(
         config_from_data("dev", env_data("dev", loader=loader, queue=queue))
 
 
-def test_an_sns_topic_gets_sns_publish_on_that_topic_only(build_dir: Path, tmp_path: Path) -> None:
+def test_an_sns_topic_is_published_to_by_the_state_machine_only(build_dir: Path, tmp_path: Path) -> None:
     synth = synthesize(config_from_data("dev", env_data("dev", loader={}, queue=f"sns://{TOPIC}")), build_dir, tmp_path)
-    assert loader_statements(synth) == [
+    send = loader_states(synth)["SendLoaderMessage"]
+    assert send["Resource"] == "arn:aws:states:::aws-sdk:sns:publish"
+    assert send["Parameters"] == {
+        "TopicArn": TOPIC,
+        "Message.$": "$.loaderMessage.body",
+        "MessageGroupId": "shredding",
+        "MessageDeduplicationId.$": DEDUPLICATION_ID,
+    }
+    assert (
+        f"sending its shredding_complete.json to sns://{TOPIC} failed"
+        in (loader_states(synth)["LoaderNotTold"]["Parameters"]["Cause.$"])
+    )
+    assert loader_statements(synth)[1:] == [
         {"Sid": "PublishLoaderMessage", "Action": "sns:Publish", "Effect": "Allow", "Resource": TOPIC}
     ]
+    assert [action for action in job_role_actions(synth) if action.startswith(("sqs:", "sns:", "kms:"))] == []
     assert resources(synth.template("Storage"), "AWS::SQS::Queue") == {}
     assert synth.template("Storage").find_outputs("*") == {}
-    assert deployed_config(synth)["output"] == {"compression": "gzip", "queue": f"sns://{TOPIC}"}
+    assert deployed_config(synth)["output"] == {"compression": "gzip"}  # the env config's queue is not deployed
     assert synth.nag_error is None
 
 
-def test_an_existing_queue_by_name_is_scoped_by_the_env_account_and_region_with_its_key(
+def test_an_existing_queue_by_name_is_addressed_in_the_env_account_and_region_with_its_key(
     build_dir: Path, tmp_path: Path
 ) -> None:
     data = env_data("prod", loader={"kms_key_arn": KEY}, queue="sqs://acme-loader.fifo")
     synth = synthesize(config_from_data("prod", data), build_dir, tmp_path)
-    assert loader_statements(synth) == [
+    send = loader_states(synth)["SendLoaderMessage"]
+    assert send["Resource"] == "arn:aws:states:::aws-sdk:sqs:sendMessage"
+    # The URL SQS gives the queue (GetQueueUrl), in the env's partition (its URL suffix).
+    assert send["Parameters"]["QueueUrl"] == "https://sqs.eu-west-1.${AWS::URLSuffix}/123456789012/acme-loader.fifo"
+    assert loader_statements(synth)[1:] == [
         {
             "Sid": "SendLoaderMessage",
-            "Action": ["sqs:GetQueueUrl", "sqs:SendMessage"],
+            "Action": "sqs:SendMessage",
             "Effect": "Allow",
             "Resource": "arn:aws:sqs:eu-west-1:123456789012:acme-loader.fifo",
         },
         {"Sid": "EncryptLoaderMessage", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Effect": "Allow",
          "Resource": KEY},
     ]  # fmt: skip
+    assert [action for action in job_role_actions(synth) if action.startswith(("sqs:", "sns:", "kms:"))] == []
     assert resources(synth.template("Storage"), "AWS::SQS::Queue") == {}
-    assert deployed_config(synth) == data["jobs"]  # named by the user: deployed as written
+    jobs = {**data["jobs"], "output": {"compression": "gzip"}}
+    assert deployed_config(synth) == jobs  # named by the user for the state machine: not deployed to the jobs
     assert synth.nag_error is None
 
 
-def test_without_a_queue_the_job_role_gets_no_queue_permission(build_dir: Path, tmp_path: Path) -> None:
+def test_without_a_queue_the_state_machine_has_no_loader_state_or_permission(build_dir: Path, tmp_path: Path) -> None:
     synth = synthesize(config_from_data("dev", env_data("dev", loader={"create_queue": False})), build_dir, tmp_path)
+    assert loader_states(synth) == {}
+    assert state_machine_definition(synth.template("Orchestration"))["States"]["PublishShredMetrics"]["Next"] == (
+        "Succeeded"
+    )
     assert loader_statements(synth) == []
     assert resources(synth.template("Storage"), "AWS::SQS::Queue") == {}
     assert "queue" not in deployed_config(synth)["output"]
+    assert synth.nag_error is None
+
+
+def test_the_legacy_layout_sends_no_message(build_dir: Path, tmp_path: Path) -> None:
+    """The R30-era layout writes no `shredding_complete.json`: nothing to read or send, even with a queue."""
+    data = env_data("dev", loader={"create_queue": True})
+    data["jobs"]["shred"] = {"layout": "legacy"}
+    synth = synthesize(config_from_data("dev", data), build_dir, tmp_path)
+    assert loader_states(synth) == {}
+    assert loader_statements(synth) == []
+    assert only(synth.template("Storage"), "AWS::SQS::Queue")["Properties"]["FifoQueue"] is True  # still created
     assert synth.nag_error is None
 
 
@@ -197,19 +312,14 @@ def test_the_loader_queue_is_fifo_by_name() -> None:
         LoaderQueueProps(queue_name="loader", retain=False)
 
 
-def test_the_job_role_sends_to_one_queue_or_one_topic() -> None:
-    import aws_cdk as cdk
-    from aws_cdk import aws_dynamodb as dynamodb
-    from aws_cdk import aws_s3 as s3
-
-    stack = cdk.Stack(cdk.App(), "Props")
-    bucket = s3.Bucket.from_bucket_name(stack, "Bucket", "bucket")
-    table = dynamodb.Table.from_table_name(stack, "Table", "table")
-    common: dict[str, Any] = dict(
-        input_bucket=bucket, input_prefix="in/", output_bucket=bucket, output_prefixes=("out/",),
-        manifest_table=table, artifacts_bucket=bucket, artifacts_prefix="jobs/", log_bucket=bucket, log_prefix="emr/",
-    )  # fmt: skip
-    with pytest.raises(ValueError, match=r"given both; allowed: one or neither"):
-        JobExecutionRoleProps(**common, loader_queue_arn="arn:aws:sqs:eu-west-1:1:q.fifo", loader_topic_arn=TOPIC)
-    with pytest.raises(ValueError, match=r"loader_key_arn: given without a queue or topic"):
-        JobExecutionRoleProps(**common, loader_key_arn=KEY)
+def test_the_loader_target_is_one_queue_or_one_topic() -> None:
+    queue = {"queue_url": "https://sqs.eu-west-1.amazonaws.com/1/q.fifo", "queue_arn": "arn:aws:sqs:eu-west-1:1:q.fifo"}
+    allowed = r"allowed: queue_url with queue_arn, or topic_arn"
+    with pytest.raises(ValueError, match=r"given queue_url True, queue_arn True, topic_arn True; " + allowed):
+        LoaderTarget(uri="sqs://q.fifo", **queue, topic_arn=TOPIC)
+    with pytest.raises(ValueError, match=r"given queue_url True, queue_arn False, topic_arn False; " + allowed):
+        LoaderTarget(uri="sqs://q.fifo", queue_url=queue["queue_url"])
+    with pytest.raises(ValueError, match=r"given queue_url False, queue_arn False, topic_arn False; " + allowed):
+        LoaderTarget(uri="sqs://q.fifo", key_arn=KEY)
+    with pytest.raises(ValueError, match=r"loader target uri: given \"sqs://q'.fifo\"; allowed: no quote, brace"):
+        LoaderTarget(uri="sqs://q'.fifo", **queue)

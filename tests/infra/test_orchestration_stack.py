@@ -49,8 +49,12 @@ def test_flow_works_out_the_run_hands_it_over_plans_then_dedup_then_shred(dev: S
         after[job].append(state)
     assert after == {
         "Dedup": ["ReadDedupSummary", "DedupFigures", "PublishDedupMetrics", "Shred"],
-        "Shred": ["ReadShredSummary", "ShredFigures", "PublishShredMetrics", "Succeeded"],
-    }
+        # Then RDB Loader's message (dev has a loader queue; tests/infra/test_loader_queue.py).
+        "Shred": [
+            "ReadShredSummary", "ShredFigures", "PublishShredMetrics", "ReadLoaderMessage", "SendLoaderMessage",
+            "Succeeded",
+        ],
+    }  # fmt: skip
     assert states["StartNamedRun"]["Next"] == "HandedOver"
     assert {states[name]["Type"] for name in ("NothingToDo", "HandedOver", "Succeeded")} == {"Succeed"}
     assert asl["TimeoutSeconds"] == 250 * 60  # dev: both jobs, one retry each, the waits

@@ -80,12 +80,7 @@ def test_job_role_has_exactly_the_statements_the_jobs_need(dev: Synthesized) -> 
             "Effect": "Allow",
             "Resource": f"arn:aws:dynamodb:eu-west-1:{ACCOUNT}:table/winnow-dev-manifest",
         },
-        {
-            "Sid": "SendLoaderMessage",  # RDB Loader's queue (loader.create_queue; tests/infra/test_loader_queue.py)
-            "Action": ["sqs:GetQueueUrl", "sqs:SendMessage"],
-            "Effect": "Allow",
-            "Resource": f"arn:aws:sqs:eu-west-1:{ACCOUNT}:winnow-dev-shredding-complete.fifo",
-        },
+        # No SQS, SNS or KMS: the state machine sends RDB Loader's message (tests/infra/test_loader_queue.py).
         {
             "Sid": "ListData",
             "Action": "s3:ListBucket",
@@ -156,7 +151,7 @@ def test_artifacts_go_to_an_immutable_versioned_prefix(dev: Synthesized) -> None
     assert len(props["SourceObjectKeys"]) == 2  # the build folder and config.json
 
 
-def test_the_deployed_config_is_the_env_jobs_section_with_the_loader_queue(dev: Synthesized) -> None:
+def test_the_deployed_config_is_the_env_jobs_section_without_a_loader_queue(dev: Synthesized) -> None:
     configs = [json.loads(path.read_text(encoding="utf-8")) for path in dev.outdir.glob(f"asset.*/{CONFIG}")]
     assert dev.config.jobs == {
         "dedup": {"synthetic": "reid"},
@@ -167,7 +162,7 @@ def test_the_deployed_config_is_the_env_jobs_section_with_the_loader_queue(dev: 
         {
             "dedup": {"synthetic": "reid"},
             "manifest": {"ttl_days": 30},
-            "output": {"compression": "gzip", "queue": "sqs://winnow-dev-shredding-complete.fifo"},
+            "output": {"compression": "gzip"},  # no queue: the state machine sends RDB Loader's message
         }
     ]
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -245,3 +247,107 @@ def test_a_missing_summary_is_recorded_and_never_fails_the_run(dev: Synthesized)
     result = output(flow.execute(succeeding(dev), {"runId": "2026-11-22-03-00-00", "inputPrefix": "enriched/"}))
     assert set(result["metricsErrors"]) == {"dedup", "shred"}
     assert result["metricsErrors"]["dedup"]["Error"].endswith("NoSuchKeyException")
+
+
+LOADER_QUEUE = "winnow-dev-shredding-complete.fifo"
+
+
+def shredding_complete(run_id: str, types: int) -> str:
+    """A `shredding_complete` message (compact JSON, as the shred job writes it) of a run with `types` entity
+    types: 100 of them make it longer than the 10,000 characters `States.Hash` takes."""
+    message = {
+        "schema": "iglu:com.snowplowanalytics.snowplow.storage.rdbloader/shredding_complete/jsonschema/2-0-1",
+        "data": {
+            "base": f"s3://{BUCKETS['output']}/shredded/run={run_id}/",
+            "typesInfo": {"transformation": "SHREDDED", "types": [
+                {"schemaKey": f"iglu:com.acme/entity_{n}/jsonschema/1-0-0", "format": "JSON",
+                 "snowplowEntity": "CONTEXT"} for n in range(types)
+            ]},
+            "timestamps": {"jobStarted": "2026-11-22T03:10:00.000Z", "jobCompleted": "2026-11-22T03:20:00.000Z",
+                           "min": None, "max": None},
+            "compression": "GZIP", "processor": {"artifact": "winnow", "version": "0.1.0"}, "count": {"good": 89},
+        },
+    }  # fmt: skip
+    return json.dumps(message, separators=(",", ":"))
+
+
+def put_loader_message(s3: Any, run_id: str, text: str) -> str:
+    """Stand in for the shred job: the run folder's message file; its ETag."""
+    key = f"shredded/run={run_id}/shredding_complete.json"
+    etag: str = s3.put_object(Bucket=BUCKETS["output"], Key=key, Body=text.encode())["ETag"]
+    return etag
+
+
+@pytest.mark.usefixtures("aws")
+def test_a_shred_run_s_message_reaches_the_loader_queue_once(dev: Synthesized) -> None:
+    s3 = lake(dev)
+    sqs = boto3.client("sqs", region_name=flow.REGION)
+    # Without content-based deduplication: the state machine's deduplication id is what keeps a resend out.
+    queue = sqs.create_queue(QueueName=LOADER_QUEUE, Attributes={"FifoQueue": "true"})["QueueUrl"]
+    run_id = "2026-11-22-03-00-00"
+    text = shredding_complete(run_id, types=100)
+    assert len(text) > 10_000
+    etag = put_loader_message(s3, run_id, text)
+    asl = flow.with_jobs_as_pass(dev, loader=True)
+
+    described = flow.execute(asl, {"runId": run_id, "inputPrefix": "enriched/"})
+    # The run again (a redo of the same run id, or a redrive): the same file, sent again within SQS's 5 minutes,
+    # is not queued twice (and RDB Loader's manifest would skip a loaded folder anyway).
+    again = flow.start(asl, {"runId": run_id, "inputPrefix": "enriched/"}, name=f"run-{run_id}-again")
+
+    result = output(described)
+    assert output(again)["loaderMessage"]["messageId"]
+    # After the shred job's metrics step (here it fails: no summary.json, which never stops the run).
+    assert flow.states_entered(described["executionArn"])[-4:] == [
+        "ReadShredSummary", "ReadLoaderMessage", "SendLoaderMessage", "Succeeded",
+    ]  # fmt: skip
+    queued = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+    assert queued == {"ApproximateNumberOfMessages": "1"}
+    (message,) = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
+    assert message["Body"] == text
+    assert result["loaderMessage"] == {"messageId": message["MessageId"]}  # the text is not kept in the output
+    assert message["Attributes"]["MessageGroupId"] == "shredding"
+    assert message["Attributes"]["MessageDeduplicationId"] == hashlib.sha256(f"{run_id} {etag}".encode()).hexdigest()
+
+
+@pytest.mark.usefixtures("aws")
+def test_a_message_that_cannot_be_sent_fails_the_run_saying_the_loader_was_not_told(dev: Synthesized) -> None:
+    s3 = lake(dev)
+    run_id = "2026-11-22-03-00-00"
+    put_loader_message(s3, run_id, shredding_complete(run_id, types=2))
+    asl = flow.with_jobs_as_pass(dev, loader=True)
+    for state in ("ReadLoaderMessage", "SendLoaderMessage"):  # the same retries, faster
+        asl["States"][state]["Retry"] = [
+            {**retry, "IntervalSeconds": 1, "BackoffRate": 1} for retry in asl["States"][state]["Retry"]
+        ]
+    sns, sqs = boto3.client("sns", region_name=flow.REGION), boto3.client("sqs", region_name=flow.REGION)
+    failures = sqs.create_queue(QueueName="failures")["QueueUrl"]
+    failures_arn = sqs.get_queue_attributes(QueueUrl=failures, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    topic = sns.create_topic(Name=flow.topic_name(asl))["TopicArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=failures_arn)
+
+    described = flow.execute(asl, {"runId": run_id, "inputPrefix": "enriched/"})  # no loader queue exists
+
+    assert (described["status"], described["error"]) == ("FAILED", "LoaderMessageNotSent")
+    folder = f"s3://{BUCKETS['output']}/shredded/run={run_id}/"
+    assert re.fullmatch(
+        re.escape(
+            f"Run {run_id} is complete ({folder} is sealed with _SUCCESS) but RDB Loader was not told: sending its "
+            f"shredding_complete.json to sqs://{LOADER_QUEUE} failed with sqs.QueueDoesNotExistException: The "
+            "specified queue does not exist. (Service: sqs, Status Code: 400, Request ID: "
+        )
+        + r"\w+\)\. "
+        + re.escape(
+            f"Redrive this execution, or start one named run-{run_id}-resend with this runId (the run is redone, "
+            "rerun-safe, and its message sent)"
+        ),
+        described["cause"],
+    ), described["cause"]
+    assert flow.states_entered(described["executionArn"])[-5:] == [
+        "ReadLoaderMessage", "SendLoaderMessage", "LoaderNotTold", "NotifyFailure", "Failed",
+    ]  # fmt: skip
+    assert flow.task_failures(described["executionArn"], "aws-sdk:sqs") == 4  # the first attempt and 3 retries
+    (message,) = sqs.receive_message(QueueUrl=failures, MaxNumberOfMessages=10)["Messages"]
+    notification = json.loads(json.loads(message["Body"])["Message"])
+    assert (notification["error"], notification["cause"]) == ("LoaderMessageNotSent", described["cause"])
+    assert notification["run"]["runId"] == run_id

@@ -181,11 +181,10 @@ def test_widerow_message_exactly() -> None:
     }
 
 
-def test_upstream_shredded_example_reproduced() -> None:
-    message = shredding_complete(
+def upstream_example(**arguments: Any) -> dict[str, Any]:
+    """A message from the inputs of upstream's LoaderMessageSpec examples, with `arguments` added."""
+    return shredding_complete(
         base="s3://bucket/folder/",
-        transformation="SHREDDED",
-        types=[LoaderType(schema_key=EVENT_A, entity="SELF_DESCRIBING_EVENT", format="TSV")],
         job_started=UPSTREAM_JOB_TIME,
         job_completed=UPSTREAM_JOB_TIME,
         min_tstamp=None,
@@ -195,6 +194,14 @@ def test_upstream_shredded_example_reproduced() -> None:
         good=None,
         bad=None,
         processor_artifact="test-shredder",
+        **arguments,
+    )
+
+
+def test_upstream_shredded_example_reproduced() -> None:
+    message = upstream_example(
+        transformation="SHREDDED",
+        types=[LoaderType(schema_key=EVENT_A, entity="SELF_DESCRIBING_EVENT", format="TSV")],
     )
     assert message == UPSTREAM_SHREDDED
     assert message_text(message) == json.dumps(UPSTREAM_SHREDDED, separators=(",", ":"))
@@ -202,23 +209,13 @@ def test_upstream_shredded_example_reproduced() -> None:
 
 def test_upstream_widerow_example_reproduced_in_upstream_type_order() -> None:
     """Upstream's example lists the event first; its own `wideRowTypeOrdering` (and ours) puts contexts first."""
-    message = shredding_complete(
-        base="s3://bucket/folder/",
+    message = upstream_example(
         transformation="WIDEROW",
         file_format="JSON",
         types=[
             LoaderType(schema_key=EVENT_A, entity="SELF_DESCRIBING_EVENT"),
             LoaderType(schema_key="iglu:com.acme/event-b/jsonschema/2-0-0", entity="CONTEXT"),
         ],
-        job_started=UPSTREAM_JOB_TIME,
-        job_completed=UPSTREAM_JOB_TIME,
-        min_tstamp=None,
-        max_tstamp=None,
-        compression="gzip",
-        processor_version="1.1.2",
-        good=None,
-        bad=None,
-        processor_artifact="test-shredder",
     )
     expected = copy.deepcopy(UPSTREAM_WIDEROW)
     expected["data"]["typesInfo"]["types"].reverse()
