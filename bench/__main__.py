@@ -119,6 +119,9 @@ class SparkBench:
             cases.update({
                 "dropDuplicates": self.timed(lambda: c.drop_duplicates(spark, str(source), str(out / "dd"))),
                 "shred": self.timed(lambda: c.shred(spark, config, str(source), str(out / "shred"))),
+                "shred (legacy layout)": self.timed(
+                    lambda: c.shred(spark, config, str(source), str(out / "shred-legacy"), "legacy")
+                ),
                 "run (dedup + shred)": self.timed(lambda: c.run_pipeline(spark, config, str(source), str(out / "run"))),
             })  # fmt: skip
         return cases

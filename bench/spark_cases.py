@@ -14,7 +14,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.config import JobConfig
+from jobs.config import JobConfig, ShredLayout
 from jobs.dedup import inbatch
 from jobs.dedup import job as dedup_job
 from jobs.enriched.parse import field, is_valid, parse_events
@@ -57,8 +57,10 @@ def dedup(
     return dedup_job.run(spark, config, input_path, output_path, RUN_ID, create_manifest=create_manifest)
 
 
-def shred(spark: SparkSession, config: JobConfig, input_path: str, output_path: str) -> dict[str, Any]:
-    return shred_job.run(spark, config, input_path, output_path, RUN_ID)
+def shred(
+    spark: SparkSession, config: JobConfig, input_path: str, output_path: str, layout: ShredLayout = "rdb"
+) -> dict[str, Any]:
+    return shred_job.run(spark, config, input_path, output_path, RUN_ID, layout=layout)
 
 
 def run_pipeline(spark: SparkSession, config: JobConfig, input_path: str, output_path: str) -> dict[str, Any]:

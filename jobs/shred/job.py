@@ -492,6 +492,6 @@ def shred_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     rows.extend((f"  {name}", f"{count:,}") for name, count in summary["shredded_types"].items())
     sent = summary.get("loader_message")
     if sent:
-        rows.append(("loader message", f"sent to {sent['queue']}" if sent.get("queue") else sent["file"]))
+        rows.append(("loader message", f"sent to {sent['queue']}" if sent.get("queue") else "written, not sent"))
     rows.append(("wall time", f"{summary['wall_time_seconds']:.1f} s"))
     return rows
