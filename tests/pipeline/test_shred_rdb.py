@@ -294,3 +294,20 @@ def test_wide_rows_go_directly_in_output_good_with_typed_atomic_columns(spark: S
         "types": [{"schemaKey": "iglu:org.schema/WebPage/jsonschema/1-0-0", "snowplowEntity": "CONTEXT"}],
     }
     jsonschema.Draft4Validator(MESSAGE_SCHEMA).validate(document["data"])
+
+
+def test_wide_json_rows_go_directly_in_output_good(spark: SparkSession, tmp_path: Path) -> None:
+    good = event(ID_A, contexts=contexts(WEB_PAGE), doc_width="1024", br_cookies="1")
+    run = shred(tmp_path, [good], "--format", "widerow")
+
+    (row,) = [json.loads(line) for line in read_lines(run / rdb.GOOD)]
+    assert (row["event_id"], row["doc_width"], row["br_cookies"], row["collector_tstamp"]) == (
+        ID_A,
+        1024,
+        True,
+        "2026-11-01T10:00:00Z",
+    )
+    assert row["contexts_org_schema_web_page_1"] == [json.loads(WEB_PAGE)["data"]]
+    assert read_lines(run / rdb.BAD) == []
+    info = json.loads((run / "shredding_complete.json").read_text())["data"]["typesInfo"]
+    assert (info["transformation"], info["fileFormat"]) == ("WIDEROW", "JSON")
