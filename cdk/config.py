@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from jobs.config import JobConfig, config_from_dict
 from jobs.errors import InvalidConfigError
+from jobs.shred.message import parse_queue
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 ENVIRONMENTS: tuple[str, ...] = ("dev", "prod")
@@ -41,12 +42,7 @@ _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _PREFIX = re.compile(r"([A-Za-z0-9!_.*'()-]+/)+")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 _SCHEDULE = re.compile(r"(cron|rate)\(.+\)")
-_SQS_FIFO_NAME = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo")
-_SNS_FIFO_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-\d:\d{12}:[A-Za-z0-9_-]{1,251}\.fifo")
 _KMS_KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:[a-z]{2}(-[a-z]+)+-\d:\d{12}:key/[A-Za-z0-9-]+")
-SQS_SCHEME, SNS_SCHEME = "sqs://", "sns://"
-"""The two forms of `jobs.output.queue`: `sqs://NAME` (a queue of the env's account and region) or `sns://ARN`.
-In an env config it names where the state machine sends RDB Loader's message; the deployed job config has none."""
 
 
 class EnvConfigError(InvalidConfigError):
@@ -341,14 +337,13 @@ class EnvConfig(EnvSettings):
                 "null while no queue is set (jobs.output.queue null, loader.create_queue false)",
             )
         else:
-            name = queue.removeprefix(SQS_SCHEME) if queue.startswith(SQS_SCHEME) else None
-            arn = queue.removeprefix(SNS_SCHEME) if queue.startswith(SNS_SCHEME) else None
+            # The job config's own check (`parse_queue`) already took its form; RDB Loader reads only FIFO.
             _check(
-                bool(name and _SQS_FIFO_NAME.fullmatch(name)) or bool(arn and _SNS_FIFO_ARN.fullmatch(arn)),
+                parse_queue(queue).fifo,
                 "jobs.output.queue",
                 queue,
-                f"null, {SQS_SCHEME}NAME of a FIFO queue in the env's account and region (NAME ends in .fifo), or "
-                f"{SNS_SCHEME}ARN of a FIFO topic (arn:aws:sns:REGION:ACCOUNT:NAME.fifo): RDB Loader reads only FIFO",
+                "null, sqs://NAME of a FIFO queue in the env's account and region (NAME ends in .fifo), or "
+                "sns://ARN of a FIFO topic (arn:aws:sns:REGION:ACCOUNT:NAME.fifo): RDB Loader reads only FIFO",
             )
 
     def manifest_rates(self) -> tuple[float, float, str]:

@@ -22,10 +22,11 @@ from cdk.components.pipeline_monitoring import (
 )
 from cdk.components.pipeline_schedule import PipelineSchedule, PipelineScheduleProps
 from cdk.components.pipeline_state_machine import LoaderTarget, PipelineStateMachine, PipelineStateMachineProps
-from cdk.config import RETRY_INTERVAL_SECONDS, SNS_SCHEME, SQS_SCHEME, EnvConfig
+from cdk.config import RETRY_INTERVAL_SECONDS, EnvConfig
 from cdk.naming import resource_names
 from cdk.stacks.processing_stack import DEDUP_PREFIX, SHRED_PREFIX, ProcessingStack
 from cdk.stacks.storage_stack import StorageStack
+from jobs.shred.message import parse_queue
 
 
 class OrchestrationStack(Stack):
@@ -129,19 +130,17 @@ class OrchestrationStack(Stack):
             return None
         if storage.loader_queue is not None:
             queue = storage.loader_queue
-            uri = f"{SQS_SCHEME}{loader_queue_name(config.env)}"
+            uri = f"sqs://{loader_queue_name(config.env)}"
             return LoaderTarget(uri=uri, queue_url=queue.queue_url, queue_arn=queue.queue_arn)
-        target = config.job_config.output.queue
-        key = config.loader.kms_key_arn
-        if target is None:
+        if config.job_config.output.queue is None:
             return None
-        if target.startswith(SNS_SCHEME):
-            return LoaderTarget(uri=target, topic_arn=target.removeprefix(SNS_SCHEME), key_arn=key)
-        name = target.removeprefix(SQS_SCHEME)
+        target, key = parse_queue(config.job_config.output.queue), config.loader.kms_key_arn
+        if target.service == "sns":
+            return LoaderTarget(uri=target.uri, topic_arn=target.name, key_arn=key)
         return LoaderTarget(
-            uri=target,
+            uri=target.uri,
             # A queue's URL, as SQS gives it (GetQueueUrl), in the env's account, region and partition.
-            queue_url=f"https://sqs.{self.region}.{self.url_suffix}/{self.account}/{name}",
-            queue_arn=self.format_arn(service="sqs", resource=name, arn_format=ArnFormat.NO_RESOURCE_NAME),
+            queue_url=f"https://sqs.{self.region}.{self.url_suffix}/{self.account}/{target.name}",
+            queue_arn=self.format_arn(service="sqs", resource=target.name, arn_format=ArnFormat.NO_RESOURCE_NAME),
             key_arn=key,
         )

@@ -294,27 +294,25 @@ def _write_shredded(
     """The atomic events, the entity lines and the bad rows in one pass over the input: each line becomes its
     output lines.
 
-    Good and bad are counted while written (`observe`), and so are the entity types (a small set); entity lines
-    per type are counted from the files written (one small aggregation per file), so nothing is persisted or
-    read twice.
+    Good and bad are counted while written (`observe`), and so are the rdb layout's entity types (a small set,
+    for the loader's message); entity lines per type are counted from the files written (one small aggregation
+    per file), so nothing is persisted or read twice.
     """
     observed, counts = _observed_counts(decided)
-    types = Observation("shred types")
+    spark = decided.sparkSession
     if layout == "legacy":
-        written = shredded_outputs(observed, run_time).withColumn("type_key", F.lit(None).cast("string"))
-        folders = [ATOMIC_EVENTS, SHREDDED_TYPES, "bad"]
+        written = shredded_outputs(observed, run_time)
+        folder.write_text_split(written, [ATOMIC_EVENTS, SHREDDED_TYPES, "bad"], compression, "folder")
+        loader_types: list[message.LoaderType] = []  # no loader message in the legacy layout
+        per_type = _lines_per_type(spark, f"{folder.path}/{SHREDDED_TYPES}", TYPE_COLUMNS)
     else:
-        written = rdb_outputs(observed)
-        folders = [rdb.GOOD, rdb.BAD]
-    collected = F.array_join(F.array_sort(F.collect_set("type_key")), "\n")
-    typed = written.observe(types, collected.alias("types")).select("folder", "text")
-    folder.write_text_split(typed, folders, compression, "folder")
+        types = Observation("shred types")
+        collected = F.array_join(F.array_sort(F.collect_set("type_key")), "\n")
+        lines = rdb_outputs(observed).observe(types, collected.alias("types")).select("folder", "text")
+        folder.write_text_split(lines, [rdb.GOOD, rdb.BAD], compression, "folder")
+        loader_types = [_loader_type(key, "JSON") for key in types.get["types"].split("\n") if key]
+        per_type = _rdb_lines_per_type(spark, f"{folder.path}/{rdb.GOOD}", loader_types)
     figures = counts.get
-    loader_types = [_loader_type(key, "JSON") for key in types.get["types"].split("\n") if key]
-    if layout == "legacy":
-        per_type = _lines_per_type(decided.sparkSession, f"{folder.path}/{SHREDDED_TYPES}", TYPE_COLUMNS)
-    else:
-        per_type = _rdb_lines_per_type(decided.sparkSession, f"{folder.path}/{rdb.GOOD}", loader_types)
     return Written(
         figures["good"], figures["bad"], per_type, loader_types, figures["min_tstamp"], figures["max_tstamp"]
     )
