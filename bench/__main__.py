@@ -30,7 +30,7 @@ from bench.measure import Figure, Sample, alternate, measure_in_process, measure
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
 WORK = ROOT / "bench" / "work"
-SECTIONS = ("spark", "processes", "profile", "keyed", "scaling", "manifest")
+SECTIONS = ("spark", "processes", "profile", "keyed", "scaling", "manifest", "crossbatch")
 # The Spark settings of the repo's local config (local[*], 4g driver, 16 shuffle partitions), for the in-session
 # cases and the whole processes alike.
 SPARK_CONFIG = {"spark": json.loads((ROOT / "configs" / "local.json").read_text())["spark"]}
@@ -260,10 +260,22 @@ def main(argv: list[str] | None = None) -> int:
         done = subprocess.run(python_module("bench.manifest_latency", "--json"), capture_output=True, text=True,
                               check=True, cwd=ROOT)  # fmt: skip
         results["manifest"]["latency"] = json.loads(done.stdout)
+    crossbatch_markdown = ""
+    if "crossbatch" in args.sections:
+        log("cross-batch dedup against a 30-day manifest: lake, SQLite, DynamoDB stand-in (bench/crossbatch.py)")
+        command = python_module("bench.crossbatch", "--events", str(args.events))
+        if "processes" in results:  # this run's pass-through process, the second yardstick of the target
+            seconds = results["processes"]["spark pass-through (process)"]["median_seconds"]
+            command += ["--process-passthrough-seconds", str(seconds)]
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True, cwd=ROOT)
+        results["crossbatch"] = {"results": "bench/crossbatch-results.json"}
+        crossbatch_markdown = (
+            "\nCross-batch dedup against a 30-day manifest (`python -m bench.crossbatch`):\n\n" + done.stdout
+        )
     results["total_seconds"] = round(time.monotonic() - started, 1)
 
     args.results.write_text(json.dumps(results, indent=2) + "\n")
-    markdown = report.markdown(results)
+    markdown = report.markdown(results) + crossbatch_markdown
     (ROOT / "bench" / "RESULTS.md").write_text(markdown)
     if not args.no_readme:
         report.update_readme(ROOT / "README.md", markdown)

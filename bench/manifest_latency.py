@@ -41,8 +41,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.connection import Connection
 from typing import Any
 
-from jobs.manifest import Manifest, ManifestStats, open_manifest
+from jobs.manifest import ManifestStats, open_manifest
 from jobs.manifest.base import SECONDS_PER_DAY
+from jobs.manifest.requests import RequestManifest
 
 # The body DynamoDB (and tests/pipeline/manifest_server.py) sends with a throttled request.
 THROTTLED = (
@@ -345,7 +346,11 @@ def per(numerator: float, denominator: float, scale: float = 1.0) -> float:
 
 
 def run_pass(
-    control: EndpointControl, manifest: Manifest, ids: list[tuple[str, list[str]]], etl_time: int, synthetic: bool
+    control: EndpointControl,
+    manifest: RequestManifest,
+    ids: list[tuple[str, list[str]]],
+    etl_time: int,
+    synthetic: bool,
 ) -> PassResult:
     """One Spark task's worth: a new client (as a new worker has), `check_ids` over all ids."""
     client = manifest.client()
@@ -387,6 +392,7 @@ def run_setting(
     """A new table; fresh ids as one run delivers them, then (if asked) the same ids as a later run sees them."""
     control.call("setup", setting.latency_ms, setting.capacity)
     manifest = open_manifest(f"dynamodb://winnow-bench-{uuid.uuid4().hex[:8]}", setting.concurrency, max_attempts)
+    assert isinstance(manifest, RequestManifest)
     manifest.create()
     manifest.check()
     batch = fresh_ids(ids)
@@ -402,6 +408,7 @@ def warm_up(control: EndpointControl, max_attempts: int) -> None:
     """Unmeasured: moto and botocore load code and models on first use (the first pass would pay for it)."""
     control.call("setup", 0.0, None)
     manifest = open_manifest(f"dynamodb://winnow-bench-{uuid.uuid4().hex[:8]}", 4, max_attempts)
+    assert isinstance(manifest, RequestManifest)
     manifest.create()
     run_pass(control, manifest, fresh_ids(100), ETL_TIME, synthetic=True)
 

@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from jobs.config import JobConfig, config_from_dict
 from jobs.errors import InvalidConfigError
@@ -34,6 +34,7 @@ EMR_SPARK_VERSIONS: dict[str, str] = {
 """The Spark version each supported EMR release ships: the local `pyspark` pin must be the same version."""
 
 BillingMode = Literal["on-demand", "provisioned"]
+ManifestBackend = Literal["dynamodb", "lake"]
 Architecture = Literal["X86_64", "ARM64"]
 
 _ACCOUNT = re.compile(r"\d{12}")
@@ -87,8 +88,11 @@ class StorageConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class ManifestConfig:
-    """The DynamoDB events manifest table."""
+    """The events manifest dedup checks, and the DynamoDB manifest table (provisioned whatever the backend)."""
 
+    backend: ManifestBackend = "dynamodb"
+    """What the state machine passes as `--manifest`: `dynamodb` (the table) or `lake` (Parquet in the manifest
+    bucket the Storage stack then creates)."""
     billing_mode: BillingMode = "on-demand"
     """`on-demand` (pay per request) or `provisioned` (then give both capacities)."""
     read_capacity: int | None = None
@@ -97,6 +101,8 @@ class ManifestConfig:
     """Write capacity units when provisioned."""
 
     def __post_init__(self) -> None:
+        backends = get_args(ManifestBackend)
+        _check(self.backend in backends, "manifest.backend", self.backend, ", ".join(backends))
         capacities = {"manifest.read_capacity": self.read_capacity, "manifest.write_capacity": self.write_capacity}
         for key, units in capacities.items():
             if self.billing_mode == "provisioned":
@@ -306,7 +312,8 @@ class EnvConfig(EnvSettings):
             "before retries",
         )
 
-        self.check_manifest_capacity()
+        if self.manifest.backend == "dynamodb":  # the lake's throughput is S3's and Spark's, not a table's
+            self.check_manifest_capacity()
         self.check_loader_queue()
 
     def check_loader_queue(self) -> None:
@@ -359,7 +366,7 @@ class EnvConfig(EnvSettings):
         return int(conf["spark.dynamicAllocation.maxExecutors"]) * int(conf.get("spark.executor.cores", "4"))
 
     def check_manifest_capacity(self) -> None:
-        """Reject a plan the manifest table cannot serve.
+        """Reject a plan the manifest table cannot serve (`manifest.backend` dynamodb only).
 
         The jobs pace their requests to the table's capacity (jobs/manifest/dynamodb.py), so requests in flight
         no longer storm the table; what can still fail a run at 3 a.m. is a table too small for the volume (the

@@ -23,6 +23,8 @@ class ResourceNames:
     artifacts_bucket: str
     job_logs_bucket: str
     access_logs_bucket: str
+    manifest_bucket: str
+    """The lake manifest's bucket (created only with `manifest.backend` lake)."""
     manifest_table: str
 
 
@@ -38,5 +40,6 @@ def resource_names(config: EnvConfig, account: str) -> ResourceNames:
         artifacts_bucket=bucket("artifacts"),
         job_logs_bucket=bucket("job-logs"),
         access_logs_bucket=bucket("access-logs"),
+        manifest_bucket=bucket("manifest"),
         manifest_table=f"{PROJECT}-{config.env}-manifest",
     )

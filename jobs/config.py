@@ -57,7 +57,7 @@ class ManifestConfig:
     """The events manifest: cross-batch dedup against what earlier runs delivered."""
 
     uri: str | None = None
-    """sqlite:PATH or dynamodb://TABLE; null: in-batch dedup only. `--manifest` overrides it."""
+    """sqlite:PATH, dynamodb://TABLE or lake:PATH; null: in-batch dedup only. `--manifest` overrides it."""
     ttl_days: int = 180
     """How long a delivered event is remembered."""
     cross_batch_synthetic: bool = True
@@ -69,10 +69,13 @@ class ManifestConfig:
     throttle_patience_seconds: int = 3600
     """How long one DynamoDB request may stay throttled (waited out after botocore's attempts) before the run
     stops."""
+    buckets: int = 64
+    """Lake manifest: hash buckets of a manifest `--create` makes (then fixed; about one per 50 million live
+    entries): each bucket is one task of the check."""
 
     def __post_init__(self) -> None:
         limits = (("ttl_days", 1, 36_500), ("concurrency", 1, 256), ("max_attempts", 1, 100),
-                  ("throttle_patience_seconds", 1, 86_400))  # fmt: skip
+                  ("throttle_patience_seconds", 1, 86_400), ("buckets", 1, 100_000))  # fmt: skip
         for name, low, high in limits:
             value = getattr(self, name)
             if not low <= value <= high:

@@ -32,8 +32,9 @@ from typing import Any
 
 from jobs import store
 from jobs.config import InputConfig
+from jobs.contract import SUCCESS_MARKER
 from jobs.errors import InvalidArgumentError, WinnowError
-from jobs.runs import LEASES, SUCCESS_MARKER, run_folder
+from jobs.runs import LEASES, run_folder
 from jobs.store import StoredFile
 
 LEDGER = "_ledger"

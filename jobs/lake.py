@@ -16,10 +16,10 @@ from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.contract import SUCCESS_MARKER, SUMMARY
 from jobs.errors import InputNotFoundError, InvalidArgumentError, WinnowError
-from jobs.runs import SUCCESS_MARKER, run_folder, run_lease
+from jobs.runs import run_folder, run_lease
 
-SUMMARY = "summary.json"
 STAGING = "_staging"
 
 
@@ -249,6 +249,7 @@ class RunFolder:
         from jobs.lease import FileLease  # jobs.lease builds on this module
 
         self.path = run_folder(output, run_id)
+        self.run_id = run_id
         self.job = job
         self.entries = frozenset([*entries, SUMMARY, SUCCESS_MARKER, STAGING])
         self._fs = FileSystem(spark)

@@ -1,7 +1,7 @@
 """Run ids: `YYYY-MM-DD-HH-MM-SS` in UTC, the folder name `run=ID` and the run's timestamp.
 
 Also the names around a job's run folders, with no Spark, so the incremental planner (a Lambda function)
-and the jobs read the same layout: `OUT/run=ID/` sealed by `_SUCCESS`, its lease `OUT/_leases/run=ID.json`.
+and the jobs read the same layout: `OUT/run=ID/` sealed by `_SUCCESS` (jobs/contract.py), its lease `OUT/_leases/run=ID.json`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from jobs.errors import InvalidArgumentError
 
 RUN_ID_FORMAT = "%Y-%m-%d-%H-%M-%S"
-SUCCESS_MARKER = "_SUCCESS"
 LEASES = "_leases"
 """Beside the run folders, so clearing a run folder never touches its lease."""
 # ASCII digits only: `\d` would take other scripts' digits, and strptime would read them as the ASCII run's time.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import uuid
 from dataclasses import dataclass
 from datetime import UTC
@@ -220,3 +221,19 @@ def delete(path: str) -> None:
         return
     location = _s3_or_refuse(path)
     s3_client().delete_object(Bucket=location[0], Key=location[1])
+
+
+def delete_folder(path: str) -> None:
+    """Delete a folder and everything in it, hidden files included; nothing happens when it does not exist."""
+    local = local_path(path)
+    if local is not None:
+        if os.path.isdir(local):
+            shutil.rmtree(local)
+        return
+    bucket, key = _s3_or_refuse(path)
+    prefix = key.rstrip("/") + "/"
+    client = s3_client()
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+        if keys:  # a page holds at most 1,000 keys, as many as one DeleteObjects call takes
+            client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})

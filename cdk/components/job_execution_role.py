@@ -1,4 +1,4 @@
-"""The role EMR Serverless job runs assume: exactly the data, table, artifacts and logs the jobs use.
+"""The role EMR Serverless job runs assume: exactly the data, manifest, artifacts and logs the jobs use.
 
 No SQS or SNS: on EMR the state machine, not the shred job, sends RDB Loader's message (an application without
 a VPC reaches S3, but is not documented to reach SQS or SNS), so the deployed job config has no `output.queue`.
@@ -21,6 +21,9 @@ MANIFEST_ACTIONS = (
     "dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive",
 )  # fmt: skip
 """What the dedup job's DynamoDB manifest calls (conditional put, lookup, startup checks)."""
+LAKE_MANIFEST_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
+"""What the dedup job's lake manifest does under its prefix: read, create (conditional put) and write commits, the
+lease and Spark's segment files (multipart uploads included), delete the lease and expired segments."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,14 +36,27 @@ class JobExecutionRoleProps:
     output_bucket: s3.IBucket
     output_prefixes: tuple[str, ...]
     """The jobs read and write (and replace on rerun) only under these prefixes."""
-    manifest_table: dynamodb.ITable
-    """The only table the jobs touch: PutItem, Query, GetItem/DeleteItem (the writer lease), DescribeTable, DescribeTimeToLive."""
+    manifest_table: dynamodb.ITable | None = None
+    """The DynamoDB manifest (`manifest.backend` dynamodb), the only table the jobs touch: PutItem, Query,
+    GetItem/DeleteItem (the writer lease), DescribeTable, DescribeTimeToLive."""
+    manifest_bucket: s3.IBucket | None = None
+    """Instead of the table, the lake manifest's bucket (`manifest.backend` lake): objects under `manifest_prefix`
+    only, and no DynamoDB permission at all."""
+    manifest_prefix: str = "lake/"
+    """Where the lake manifest lies in `manifest_bucket`."""
     artifacts_bucket: s3.IBucket
     artifacts_prefix: str
     """Where the artifacts versions live (all of them: a run started before a deploy reads its own version)."""
     log_bucket: s3.IBucket
     log_prefix: str
     """Where EMR writes the job runs' logs."""
+
+    def __post_init__(self) -> None:
+        if (self.manifest_table is None) == (self.manifest_bucket is None):
+            raise ValueError(
+                f"job role manifest: given manifest_table {self.manifest_table is not None}, manifest_bucket "
+                f"{self.manifest_bucket is not None}; allowed: exactly one (the env's manifest.backend)"
+            )
 
 
 class JobExecutionRole(Construct):
@@ -52,7 +68,9 @@ class JobExecutionRole(Construct):
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("emr-serverless.amazonaws.com"),
-            description="Winnow EMR Serverless job runs: read input, write output, the manifest table, own logs",
+            description="Winnow EMR Serverless job runs: read input, write output, the manifest "
+            + ("table" if props.manifest_table is not None else "bucket")
+            + ", own logs",
         )
 
         def objects(bucket: s3.IBucket, prefix: str) -> str:
@@ -71,8 +89,14 @@ class JobExecutionRole(Construct):
             ),
             ("ReadArtifacts", ["s3:GetObject"], [objects(props.artifacts_bucket, props.artifacts_prefix)]),
             ("WriteLogs", ["s3:PutObject"], [objects(props.log_bucket, props.log_prefix)]),
-            ("Manifest", list(MANIFEST_ACTIONS), [props.manifest_table.table_arn]),
         ]
+        if props.manifest_table is not None:
+            statements.append(("Manifest", list(MANIFEST_ACTIONS), [props.manifest_table.table_arn]))
+        if props.manifest_bucket is not None:
+            # A Spark data folder like the outputs (the segments): the same EMRFS marker next to it.
+            statements.append(
+                ("Manifest", list(LAKE_MANIFEST_ACTIONS), [folder(props.manifest_bucket, props.manifest_prefix)])
+            )
         for sid, actions, resources in statements:
             self.role.add_to_policy(iam.PolicyStatement(sid=sid, actions=actions, resources=resources))
             for resource in resources:
@@ -85,11 +109,14 @@ class JobExecutionRole(Construct):
                         resource_finding(self, resource),
                     )
         # Listing is not scoped to the prefixes: without s3:ListBucket, S3 answers 403 instead of 404 for a
-        # missing key, which Hadoop file systems report as an error (e.g. when checking an output folder).
+        # missing key, which Hadoop file systems report as an error (e.g. when checking an output folder); the
+        # lake manifest, too, looks for keys that may not exist (its descriptor, `_commits` before the first one).
         buckets = {
             props.input_bucket.bucket_name: props.input_bucket,
             props.output_bucket.bucket_name: props.output_bucket,
         }
+        if props.manifest_bucket is not None:
+            buckets[props.manifest_bucket.bucket_name] = props.manifest_bucket
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="ListData", actions=["s3:ListBucket"], resources=[bucket.bucket_arn for bucket in buckets.values()]

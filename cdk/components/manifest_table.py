@@ -8,9 +8,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-PARTITION_KEY = "eventId"
-SORT_KEY = "fingerprint"
-TTL_ATTRIBUTE = "ttl"
+from jobs.contract import DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,9 +36,9 @@ class ManifestTable(Construct):
             self,
             "Table",
             table_name=props.table_name,
-            partition_key=dynamodb.Attribute(name=PARTITION_KEY, type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name=SORT_KEY, type=dynamodb.AttributeType.STRING),
-            time_to_live_attribute=TTL_ATTRIBUTE,
+            partition_key=dynamodb.Attribute(name=DYNAMODB_PARTITION_KEY, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=DYNAMODB_SORT_KEY, type=dynamodb.AttributeType.STRING),
+            time_to_live_attribute=DYNAMODB_TTL,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),

@@ -61,12 +61,14 @@ class PipelineMonitoringProps:
     """The environment (the `Env` dimension of the jobs' metrics)."""
     dashboard_name: str
     state_machine: sfn.IStateMachine
-    manifest_table: dynamodb.ITable
+    manifest_table: dynamodb.ITable | None
+    """The DynamoDB manifest, whose throttles the dashboard shows; None with the lake manifest (no table in use)."""
     alarm_topic: sns.ITopic
 
 
 class PipelineMonitoring(Construct):
-    """An alarm when an execution fails, times out or is aborted; a dashboard of runs, jobs and the manifest."""
+    """An alarm when an execution fails, times out or is aborted; a dashboard of runs, jobs and the manifest table
+    (when the table is the manifest)."""
 
     def __init__(self, scope: Construct, construct_id: str, props: PipelineMonitoringProps) -> None:
         super().__init__(scope, construct_id)
@@ -106,7 +108,7 @@ class PipelineMonitoring(Construct):
 
         table = props.manifest_table
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=props.dashboard_name)
-        self.dashboard.add_widgets(
+        widgets: list[cloudwatch.IWidget] = [
             cloudwatch.GraphWidget(
                 title="Pipeline executions",
                 left=[
@@ -128,13 +130,17 @@ class PipelineMonitoring(Construct):
                 right=[job_metric("InputLines", "dedup", "Sum")],
                 width=12,
             ),
-            cloudwatch.GraphWidget(
-                title="Manifest throttles",
-                left=[
-                    table.metric("WriteThrottleEvents", statistic="Sum"),
-                    table.metric("ReadThrottleEvents", statistic="Sum"),
-                ],
-                right=[table.metric_consumed_write_capacity_units(statistic="Sum")],
-                width=12,
-            ),
-        )
+        ]
+        if table is not None:
+            widgets.append(
+                cloudwatch.GraphWidget(
+                    title="Manifest throttles",
+                    left=[
+                        table.metric("WriteThrottleEvents", statistic="Sum"),
+                        table.metric("ReadThrottleEvents", statistic="Sum"),
+                    ],
+                    right=[table.metric_consumed_write_capacity_units(statistic="Sum")],
+                    width=12,
+                )
+            )
+        self.dashboard.add_widgets(*widgets)

@@ -96,8 +96,11 @@ class PipelineStateMachineProps:
     """Where both jobs write: dedup under `dedup_prefix`, shred under `shred_prefix`."""
     dedup_prefix: str = "deduplicated/"
     shred_prefix: str = "shredded/"
-    manifest_table_name: str
-    """The DynamoDB events manifest dedup checks (`--manifest dynamodb://<name>`)."""
+    manifest_uri: str
+    """The events manifest dedup checks, its `--manifest`: `dynamodb://<table>` or `lake:s3://<bucket>/<prefix>`."""
+    create_manifest: bool = False
+    """Pass dedup `--create` too: the lake manifest's descriptor is then made by the first run (a conditional put,
+    nothing when it exists; it is checked either way). The DynamoDB table is the Storage stack's."""
     planner: lambda_.IFunction
     """The input planner of incremental runs (`InputPlanner`)."""
     env: str
@@ -194,7 +197,7 @@ class PipelineStateMachine(Construct):
                     "dedupOutput": f"s3://{props.output_bucket_name}/{props.dedup_prefix.rstrip('/')}",
                     "shredOutput": f"s3://{props.output_bucket_name}/{props.shred_prefix.rstrip('/')}",
                     "config": props.config_uri,
-                    "manifest": f"dynamodb://{props.manifest_table_name}",
+                    "manifest": props.manifest_uri,
                 },
             },
         )
@@ -547,6 +550,7 @@ class PipelineStateMachine(Construct):
                         jp.string_at("$.settings.config"),
                         "--manifest",
                         jp.string_at("$.settings.manifest"),
+                        *(["--create"] if self.props.create_manifest else []),
                         *(["--incremental"] if incremental else []),
                     ),
                     # dedup writes OUT/run=ID/good/: that is shred's input.

@@ -25,6 +25,10 @@ class SecureBucketProps:
     """Keep object versions (the artifacts bucket: nothing deployed is ever lost)."""
     expire_after_days: int | None = None
     """Delete objects this many days after creation; None: keep them."""
+    abort_uploads_after_days: int = 7
+    """Abort multipart uploads left incomplete this many days after they started."""
+    lifecycle_rules: tuple[s3.LifecycleRule, ...] = ()
+    """More lifecycle rules, after `Expire` and before `AbortIncompleteUploads`."""
 
 
 class SecureBucket(Construct):
@@ -35,8 +39,12 @@ class SecureBucket(Construct):
         rules = []
         if props.expire_after_days is not None:
             rules.append(s3.LifecycleRule(id="Expire", expiration=Duration.days(props.expire_after_days)))
+        rules.extend(props.lifecycle_rules)
         rules.append(
-            s3.LifecycleRule(id="AbortIncompleteUploads", abort_incomplete_multipart_upload_after=Duration.days(7))
+            s3.LifecycleRule(
+                id="AbortIncompleteUploads",
+                abort_incomplete_multipart_upload_after=Duration.days(props.abort_uploads_after_days),
+            )
         )
         self.bucket = s3.Bucket(
             self,

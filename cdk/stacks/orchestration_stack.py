@@ -11,6 +11,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from cdk.components.input_planner import InputPlanner, InputPlannerProps
+from cdk.components.lake_manifest_bucket import lake_manifest_uri
 from cdk.components.loader_queue import loader_queue_name
 from cdk.components.pipeline_monitoring import (
     JOB_METRICS,
@@ -23,7 +24,7 @@ from cdk.components.pipeline_monitoring import (
 from cdk.components.pipeline_schedule import PipelineSchedule, PipelineScheduleProps
 from cdk.components.pipeline_state_machine import LoaderTarget, PipelineStateMachine, PipelineStateMachineProps
 from cdk.config import RETRY_INTERVAL_SECONDS, EnvConfig
-from cdk.naming import resource_names
+from cdk.naming import ResourceNames, resource_names
 from cdk.stacks.processing_stack import DEDUP_PREFIX, SHRED_PREFIX, ProcessingStack
 from cdk.stacks.storage_stack import StorageStack
 from jobs.shred.message import parse_queue
@@ -45,7 +46,11 @@ class OrchestrationStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         self.add_stack_dependency(processing)
         names = resource_names(config, self.account)
-        manifest_table = dynamodb.Table.from_table_name(self, "ManifestTable", names.manifest_table)
+        manifest_table = (
+            dynamodb.Table.from_table_name(self, "ManifestTable", names.manifest_table)
+            if config.manifest.backend == "dynamodb"
+            else None
+        )
         name = f"winnow-{config.env}"
         self.failure_topic = FailureTopic(
             self, "Failures", FailureTopicProps(name=f"{name} failures", emails=config.alarm.emails)
@@ -85,7 +90,9 @@ class OrchestrationStack(Stack):
                 output_bucket_name=names.output_bucket,
                 dedup_prefix=DEDUP_PREFIX,
                 shred_prefix=SHRED_PREFIX,
-                manifest_table_name=names.manifest_table,
+                manifest_uri=manifest_uri(config, names),
+                # The lake's descriptor is a job-format object the Storage stack cannot make: the first run does.
+                create_manifest=config.manifest.backend == "lake",
                 planner=self.planner,
                 env=config.env,
                 metrics_namespace=METRICS_NAMESPACE,
@@ -144,3 +151,10 @@ class OrchestrationStack(Stack):
             queue_arn=self.format_arn(service="sqs", resource=target.name, arn_format=ArnFormat.NO_RESOURCE_NAME),
             key_arn=key,
         )
+
+
+def manifest_uri(config: EnvConfig, names: ResourceNames) -> str:
+    """Dedup's `--manifest` for the env's `manifest.backend`: the table, or the lake in the manifest bucket."""
+    if config.manifest.backend == "lake":
+        return lake_manifest_uri(names.manifest_bucket)
+    return f"dynamodb://{names.manifest_table}"

@@ -12,6 +12,7 @@ from constructs import Construct
 
 from cdk.components.job_artifacts import JobArtifacts, JobArtifactsProps
 from cdk.components.job_execution_role import JobExecutionRole, JobExecutionRoleProps
+from cdk.components.lake_manifest_bucket import LAKE_PREFIX
 from cdk.components.spark_application import SparkApplication, SparkApplicationProps
 from cdk.config import EnvConfig
 from cdk.naming import resource_names
@@ -54,7 +55,10 @@ class ProcessingStack(Stack):
         output_bucket = bucket("OutputBucket", names.output_bucket)
         artifacts_bucket = bucket("ArtifactsBucket", names.artifacts_bucket)
         job_logs_bucket = bucket("JobLogsBucket", names.job_logs_bucket)
-        manifest_table = dynamodb.Table.from_table_name(self, "ManifestTable", names.manifest_table)
+        # The job role reaches one manifest: the table, or the lake's bucket (the table is not touched then).
+        lake = config.manifest.backend == "lake"
+        manifest_table = None if lake else dynamodb.Table.from_table_name(self, "ManifestTable", names.manifest_table)
+        manifest_bucket = bucket("ManifestBucket", names.manifest_bucket) if lake else None
         emr = config.emr
         self.spark = SparkApplication(
             self,
@@ -85,6 +89,8 @@ class ProcessingStack(Stack):
                 output_bucket=output_bucket,
                 output_prefixes=(DEDUP_PREFIX, SHRED_PREFIX, *GENERIC_PREFIXES),
                 manifest_table=manifest_table,
+                manifest_bucket=manifest_bucket,
+                manifest_prefix=f"{LAKE_PREFIX}/",
                 artifacts_bucket=artifacts_bucket,
                 artifacts_prefix=self.artifacts.root,  # every version: versions are immutable
                 log_bucket=job_logs_bucket,
@@ -105,13 +111,22 @@ class ProcessingStack(Stack):
             CfnOutput(self, output_id, value=value)
 
 
+DEPLOYED_WITHOUT = {"output": "queue", "manifest": "uri"}
+"""Per section, the key the deployed job config leaves out because the state machine decides it on EMR."""
+
+
 def deployed_job_config(config: EnvConfig) -> dict[str, Any]:
-    """The env's `jobs` section as deployed (`config.json`), without `output.queue`: on EMR the state machine sends
-    RDB Loader's message (`jobs.output.queue` or the created queue, see OrchestrationStack); the shred job only
-    writes it to the run folder (an EMR Serverless application without a VPC reaches S3, but is not documented
-    to reach SQS or SNS)."""
+    """The env's `jobs` section as deployed (`config.json`), without `output.queue` and `manifest.uri`.
+
+    On EMR the state machine sends RDB Loader's message (`jobs.output.queue` or the created queue, see
+    OrchestrationStack); the shred job only writes it to the run folder (an EMR Serverless application without a
+    VPC reaches S3, but is not documented to reach SQS or SNS). And it passes dedup the env's manifest
+    (`--manifest`, from `manifest.backend`), so the deployed config never names another one.
+    """
     return {
-        key: {name: value for name, value in section.items() if name != "queue"} if key == "output" else section
+        key: {name: value for name, value in section.items() if name != DEPLOYED_WITHOUT[key]}
+        if key in DEPLOYED_WITHOUT
+        else section
         for key, section in config.jobs.items()
     }
 

@@ -11,6 +11,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from cdk.components.lake_manifest_bucket import LakeManifestBucket, LakeManifestBucketProps
 from cdk.components.loader_queue import LoaderQueue, LoaderQueueProps, loader_queue_name
 from cdk.components.manifest_table import ManifestTable, ManifestTableProps
 from cdk.components.secure_bucket import SecureBucket, SecureBucketProps
@@ -20,7 +21,8 @@ from cdk.naming import resource_names
 
 class StorageStack(Stack):
     """Manifest table; input and output buckets (created, or existing ones imported by name); artifacts,
-    job-log and access-log buckets; with `loader.create_queue`, RDB Loader's queue. In prod (`retain_data`)
+    job-log and access-log buckets; with `manifest.backend` lake, the lake manifest's bucket (the table stays
+    either way); with `loader.create_queue`, RDB Loader's queue. In prod (`retain_data`)
     everything is RETAINed and the table is protected from deletion. The other stacks refer to these by name
     (cdk/naming.py, `loader_queue_name`)."""
 
@@ -73,6 +75,18 @@ class StorageStack(Stack):
                 else (manifest.read_capacity, manifest.write_capacity),
             ),
         ).table
+        self.manifest_bucket: s3.IBucket | None = None
+        if manifest.backend == "lake":
+            self.manifest_bucket = LakeManifestBucket(
+                self,
+                "LakeManifest",
+                LakeManifestBucketProps(
+                    bucket_name=names.manifest_bucket,
+                    retain=retain,
+                    access_logs=self.access_logs,
+                    ttl_days=config.job_config.manifest.ttl_days,
+                ),
+            ).bucket
         self.loader_queue: sqs.IQueue | None = None
         if config.loader.create_queue:
             self.loader_queue = LoaderQueue(

@@ -19,7 +19,16 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--input", required=True, metavar="IN", help="a file or folder of enriched TSV, plain or .gz")
     parser.add_argument(
-        "--manifest", metavar="URI", help="sqlite:PATH or dynamodb://TABLE; default: the config's manifest.uri"
+        "--input-format",
+        choices=("enriched", "dynamodb-export"),
+        default="enriched",
+        help="enriched (default) or dynamodb-export: IN is the data/ folder of a DynamoDB manifest table's export "
+        "to S3 (DynamoDB JSON), loaded into an empty lake:PATH manifest",
+    )
+    parser.add_argument(
+        "--manifest",
+        metavar="URI",
+        help="sqlite:PATH, dynamodb://TABLE or lake:PATH; default: the config's manifest.uri",
     )
     parser.add_argument(
         "--create", action="store_true", help="create the manifest first if it does not exist (local/dev)"
@@ -38,7 +47,9 @@ def handle(args: argparse.Namespace) -> int:
 
     return run_spark_job(
         args,
-        lambda spark, config, run_id, progress: populate.run(spark, config, args.input, run_id, progress, args.create),
+        lambda spark, config, run_id, progress: populate.run(
+            spark, config, args.input, run_id, progress, args.create, args.input_format
+        ),
         populate.render,
         configure,
     )

@@ -6,7 +6,8 @@ strategies are unchanged):
 2. the decision table: only the lines of those ids (plus, with a manifest, those an earlier run delivered)
    are parsed in full and ranked with window functions: a few percent of the input;
 3. every line is joined with the broadcast decision table on its `row_id` and written where its outcome says.
-The manifest's answers (cross-batch) come in as a DataFrame, so this module does no I/O.
+The manifest's answers (cross-batch) come in as a DataFrame the job got from the manifest for
+`delivered_pairs`, so this module does no I/O.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pyspark.sql import functions as F
 from jobs.config import SyntheticStrategy
 from jobs.dedup.synthetic import can_take_duplicate_context, reidentified_line
 from jobs.enriched.parse import bad_row_json, event_key, field, is_valid, line_errors, parse_events
+from jobs.manifest.base import ID_SEEN_EARLIER, SEEN_EARLIER
 
 # Outcomes: each input line ends in exactly one.
 GOOD, BAD, DUPLICATE, QUARANTINED, DROPPED = "good", "bad", "duplicate", "quarantined", "dropped"
@@ -32,11 +34,6 @@ CROSS_BATCH_NATURAL = "cross_batch_natural"
 CROSS_BATCH_SYNTHETIC = "cross_batch_synthetic"
 REASONS = (IN_BATCH_NATURAL, IN_BATCH_SYNTHETIC, CROSS_BATCH_NATURAL, CROSS_BATCH_SYNTHETIC)
 SYNTHETIC_REASONS = (IN_BATCH_SYNTHETIC, CROSS_BATCH_SYNTHETIC)
-
-# The manifest's answer for an (event_key, fingerprint), in the `cross_batch` column of a CrossBatchCheck:
-SEEN_EARLIER = "natural"  # an earlier run delivered this (event_id, fingerprint)
-ID_SEEN_EARLIER = "synthetic"  # an earlier run delivered this event_id with another fingerprint
-CrossBatchCheck = Callable[[DataFrame], DataFrame]
 
 
 def first_copy_order() -> list[Column]:
@@ -64,12 +61,18 @@ def repeated_event_keys(lines: DataFrame) -> DataFrame:
     return keys.groupBy("event_key").count().where(F.col("count") > 1).select("event_key")
 
 
+def delivered_pairs(lines: DataFrame, fingerprint_fields: Sequence[str]) -> DataFrame:
+    """The (`event_key`, `fingerprint`) of every valid event of the batch (repeated as often as the lines): what
+    the manifest is asked about, and what it records of this run."""
+    return parse_events(lines, fingerprint_fields).where(F.size("errors") == 0).select("event_key", "fingerprint")
+
+
 def decide_lines(
     lines: DataFrame,
     strategy: SyntheticStrategy,
     fingerprint_fields: Sequence[str],
     run_time: datetime,
-    cross_batch: CrossBatchCheck | None = None,
+    answers: DataFrame | None = None,
 ) -> DataFrame:
     """Decide every line of one batch.
 
@@ -78,8 +81,8 @@ def decide_lines(
         strategy: what to do with synthetic duplicates (DESIGN §1 row 4).
         fingerprint_fields: the fields hashed when a line has no event_fingerprint.
         run_time: the run's time, the failure time of bad rows.
-        cross_batch: given the (`event_key`, `fingerprint`) of every valid event, returns them with
-            `cross_batch` = SEEN_EARLIER | ID_SEEN_EARLIER | null (the manifest's answer). None: in-batch only.
+        answers: the manifest's answers for `delivered_pairs(lines)`: (`event_key`, `fingerprint`, `cross_batch`
+            = SEEN_EARLIER | ID_SEEN_EARLIER) for the pairs an earlier run delivered. None: in-batch only.
 
     Returns:
         One row per line: `outcome`, `reason` and `text` (the line to write, rewritten for `reid`; the bad-row
@@ -87,9 +90,7 @@ def decide_lines(
     """
     to_decide = repeated_event_keys(lines)
     answered = None
-    if cross_batch is not None:
-        events = parse_events(lines, fingerprint_fields).where(F.size("errors") == 0)
-        answers = cross_batch(events.select("event_key", "fingerprint"))
+    if answers is not None:
         answered = answers.where(F.col("cross_batch").isNotNull())
         to_decide = to_decide.unionByName(answered.select("event_key")).distinct()
     candidates = parse_events(lines_of(lines, to_decide), fingerprint_fields)

@@ -12,9 +12,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import __version__
+from jobs import __version__, contract
 from jobs.config import JobConfig, SyntheticStrategy
-from jobs.dedup.crossbatch import check_and_set
 from jobs.dedup.inbatch import (
     BAD,
     DROPPED,
@@ -24,18 +23,19 @@ from jobs.dedup.inbatch import (
     QUARANTINED,
     REASONS,
     SYNTHETIC_REASONS,
-    CrossBatchCheck,
     decide_lines,
+    delivered_pairs,
     with_row_ids,
 )  # fmt: skip
 from jobs.incremental import Window, plan_run
 from jobs.lake import Input, RunFolder, absolute, check_apart, open_input, require_input
-from jobs.manifest import Manifest, ManifestStats, open_manifest
+from jobs.manifest import Manifest, ManifestCheck, ManifestRun, ManifestStats, open_manifest
 from jobs.manifest.lease import writer_lease
 from jobs.runs import run_timestamp
 
 # Where each outcome is written in the run folder; dropped copies go to duplicates/ with their reason.
-OUTPUT_FOLDERS = {GOOD: "good", DUPLICATE: "duplicates", DROPPED: "duplicates", QUARANTINED: "quarantine", BAD: "bad"}
+OUTPUT_FOLDERS = {GOOD: contract.GOOD, DUPLICATE: contract.DUPLICATES, DROPPED: contract.DUPLICATES,
+                  QUARANTINED: contract.QUARANTINE, BAD: contract.BAD}  # fmt: skip
 SUMMARY_COUNT_NAMES = {
     GOOD: "good",
     BAD: "bad",
@@ -48,17 +48,14 @@ Progress = Callable[[str], None]
 
 
 def classify(
-    lines: DataFrame,
-    strategy: SyntheticStrategy,
-    run_time: datetime,
-    fingerprint_fields: Sequence[str],
-    cross_batch: CrossBatchCheck | None = None,
+    lines: DataFrame, strategy: SyntheticStrategy, run_time: datetime, fingerprint_fields: Sequence[str]
 ) -> DataFrame:
-    """Give every input line (column `value`) its outcome, reason and output text (the bad-row JSON for bad lines).
+    """Give every input line (column `value`) its outcome, reason and output text (the bad-row JSON for bad lines),
+    in-batch only.
 
     Returns columns `outcome`, `reason`, `text`: exactly one row per input line.
     """
-    return decide_lines(with_row_ids(lines), strategy, fingerprint_fields, run_time, cross_batch)
+    return decide_lines(with_row_ids(lines), strategy, fingerprint_fields, run_time)
 
 
 def output_folder() -> Column:
@@ -95,7 +92,7 @@ def manifest_for(config: JobConfig, create: bool = False) -> Manifest | None:
     if settings.uri is None:
         return None
     manifest = open_manifest(
-        settings.uri, settings.concurrency, settings.max_attempts, settings.throttle_patience_seconds
+        settings.uri, settings.concurrency, settings.max_attempts, settings.throttle_patience_seconds, settings.buckets
     )
     if create:
         manifest.create()
@@ -157,7 +154,7 @@ def run(
             started_at=started_at.isoformat(timespec="seconds"),
             wall_time_seconds=round(time.monotonic() - started, 3),
         )
-        folder.write_json("summary.json", summary)
+        folder.write_json(contract.SUMMARY, summary)
         folder.seal()
     return summary
 
@@ -182,25 +179,24 @@ def _deduplicate(
     manifest: Manifest | None,
     progress: Progress,
 ) -> dict[str, Any]:
-    """Decide and write every line into the run folder; the counts and manifest parts of the summary."""
+    """Decide and write every line into the run folder; the counts and manifest parts of the summary.
+
+    With a manifest: the batch's pairs are checked first (the answers persisted), the lines decided and written,
+    and only then are the run's pairs recorded where the backend records them at the end (the lake's commit).
+    """
     strategy = config.dedup.synthetic
-    lines = source.lines(spark)
-    cached: list[DataFrame] = []
-    stats: Any = None
-
-    def cross_batch(events: DataFrame) -> DataFrame:
-        nonlocal stats
-        assert manifest is not None
-        progress(f"checking the manifest {manifest.uri}")
-        answers, stats = check_and_set(
-            events, manifest, run_time, config.manifest.ttl_days, config.manifest.cross_batch_synthetic
-        )
-        cached.append(answers)
-        return answers
-
+    lines = with_row_ids(source.lines(spark))
+    check: ManifestCheck | None = None
     try:
-        decided = classify(
-            lines, strategy, run_time, config.dedup.fingerprint_fields, cross_batch if manifest else None
+        if manifest is not None:
+            progress(f"checking the manifest {manifest.uri}")
+            check = manifest.check_pairs(
+                delivered_pairs(lines, config.dedup.fingerprint_fields),
+                ManifestRun.of(folder.run_id, run_time, config.manifest.ttl_days),
+                config.manifest.cross_batch_synthetic,
+            )
+        decided = decide_lines(
+            lines, strategy, config.dedup.fingerprint_fields, run_time, check.answers if check else None
         )
         folder.clear()
         progress(f"reading, deduplicating and writing {source.path}")
@@ -209,14 +205,15 @@ def _deduplicate(
         folder.write_text_split(written, sorted(set(OUTPUT_FOLDERS.values())), config.output.compression, "folder")
         observed_counts = observation.get
         counts = {pair: observed_counts[str(i)] for i, pair in enumerate(OUTCOME_REASONS) if observed_counts[str(i)]}
+        if check is not None and manifest is not None:
+            progress(f"recording this run's events in {manifest.uri}")
+            check.record()
     finally:
-        for frame in cached:
-            frame.unpersist()
+        if check is not None:
+            check.release()
 
     summary = build_summary(counts, strategy)
-    summary["manifest"] = _manifest_summary(
-        manifest, stats.value if stats is not None else None, summary["counts"]["input"]
-    )
+    summary["manifest"] = _manifest_summary(manifest, check.stats() if check else None, summary["counts"]["input"])
     return summary
 
 

@@ -13,13 +13,12 @@ from pyspark.sql import functions as F
 
 from jobs import __version__
 from jobs.config import JobConfig
-from jobs.dedup.crossbatch import check_and_set
-from jobs.dedup.inbatch import SEEN_EARLIER
 from jobs.dedup.job import Progress, manifest_for, tasks_at_once
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.lake import Input, absolute, open_input, require_input
-from jobs.manifest import Manifest
+from jobs.manifest import Manifest, ManifestRun
+from jobs.manifest.base import SEEN_EARLIER
 from jobs.manifest.lease import writer_lease
 from jobs.runs import run_timestamp
 from jobs.summary import table
@@ -32,26 +31,38 @@ def run(
     run_id: str,
     progress: Progress = lambda message: None,
     create_manifest: bool = False,
+    input_format: str = "enriched",
 ) -> dict[str, Any]:
     """Record every distinct (event_id, fingerprint) of the input in the manifest, as run `run_id`.
 
     Idempotent: rerunning with the same run id records the same pairs again (they pass as this run's own);
-    pairs an earlier run recorded are left as they are and counted as already present.
+    pairs an earlier run recorded are left as they are and counted as already present. With `input_format`
+    "dynamodb-export", the input is a DynamoDB manifest table's export, loaded into an empty lake manifest.
     """
     started_at, started = datetime.now(UTC), time.monotonic()
     run_time = run_timestamp(run_id)
     manifest = manifest_for(config, create_manifest)
     if manifest is None:
         raise InvalidArgumentError(
-            "--manifest: none given and the config has no manifest.uri; allowed: sqlite:PATH or dynamodb://TABLE"
+            "--manifest: none given and the config has no manifest.uri; allowed: sqlite:PATH, dynamodb://TABLE or "
+            "lake:PATH"
         )
     input_path = absolute(input_path)
     require_input(spark, input_path)
+    if input_format == "dynamodb-export":
+        return _load_export(spark, manifest, input_path, run_id, progress, started_at, started)
     manifest, pacing = manifest.paced(tasks_at_once(spark))  # a back-fill is the heaviest load a table gets
     with writer_lease(spark, manifest, "populate-manifest", run_id):
         progress(f"reading every input file under {input_path} once")
         source = open_input(spark, input_path, config.input.skip_unreadable)
-        summary = _populate(spark, config, source, manifest, run_time, progress)
+        summary = _populate(
+            spark,
+            config,
+            source,
+            manifest,
+            ManifestRun.of(run_id, run_time, config.manifest.ttl_days, "populate-manifest"),
+            progress,
+        )
         if pacing is not None:
             summary["manifest"]["pacing"] = pacing
     return {
@@ -67,7 +78,7 @@ def run(
 
 
 def _populate(
-    spark: SparkSession, config: JobConfig, source: Input, manifest: Manifest, run_time: datetime, progress: Progress
+    spark: SparkSession, config: JobConfig, source: Input, manifest: Manifest, run: ManifestRun, progress: Progress
 ) -> dict[str, Any]:
     """Check-and-set every distinct valid pair: the manifest and counts parts of the summary."""
     input_path = source.path
@@ -78,38 +89,70 @@ def _populate(
         lines = parsed.count()
         events = valid.count()
         progress(f"recording in {manifest.uri}")
-        answers, stats = check_and_set(
-            valid.select("event_key", "fingerprint").distinct(), manifest, run_time, config.manifest.ttl_days, False
-        )
+        distinct_pairs = valid.select("event_key", "fingerprint").distinct()
+        pairs = distinct_pairs.count()
+        check = manifest.check_pairs(distinct_pairs, run, detect_synthetic=False)
         try:
-            pairs = {row["cross_batch"]: row["count"] for row in answers.groupBy("cross_batch").count().collect()}
+            present = check.answers.where(F.col("cross_batch") == SEEN_EARLIER).count()
+            check.record()
         finally:
-            answers.unpersist()
+            check.release()
     finally:
         parsed.unpersist()
     return {
-        "manifest": {"uri": manifest.uri, **asdict(stats.value)},
+        "manifest": {"uri": manifest.uri, **asdict(check.stats())},
         "counts": {
             "input": lines,
             "bad": lines - events,
             "events": events,
-            "pairs_recorded": pairs.get(None, 0),
-            "pairs_already_present": pairs.get(SEEN_EARLIER, 0),
+            "pairs_recorded": pairs - present,
+            "pairs_already_present": present,
         },
+    }
+
+
+def _load_export(
+    spark: SparkSession, manifest: Manifest, export: str, run_id: str, progress: Progress, started_at: datetime,
+    started: float,
+) -> dict[str, Any]:  # fmt: skip
+    from jobs.manifest.lake import LakeManifest
+
+    if not isinstance(manifest, LakeManifest):
+        raise InvalidArgumentError(
+            f"--input-format dynamodb-export: given --manifest {manifest.uri}; allowed: a lake:PATH manifest (a "
+            "DynamoDB table is moved to the lake, not into another table)"
+        )
+    with writer_lease(spark, manifest, "populate-manifest", run_id):
+        progress(f"loading the DynamoDB export {export} into {manifest.uri}")
+        counts = manifest.import_dynamodb_export(spark, export, run_id)
+    return {
+        "job": "populate-manifest",
+        "version": __version__,
+        "run_id": run_id,
+        "input": export,
+        "input_format": "dynamodb-export",
+        "manifest": {"uri": manifest.uri},
+        "counts": counts,
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "wall_time_seconds": round(time.monotonic() - started, 3),
     }
 
 
 def render(summary: dict[str, Any]) -> str:
     counts = summary["counts"]
-    rows = [
-        ("input lines", f"{counts['input']:,}"),
-        ("bad lines (skipped)", f"{counts['bad']:,}"),
-        ("events", f"{counts['events']:,}"),
-        ("pairs recorded", f"{counts['pairs_recorded']:,}"),
-        ("pairs already present", f"{counts['pairs_already_present']:,}"),
-        ("manifest requests", f"{summary['manifest']['requests']:,}"),
-        ("wall time", f"{summary['wall_time_seconds']:.1f} s"),
-    ]
+    if summary.get("input_format") == "dynamodb-export":
+        figures = [("items read", counts["items"]), ("entries written", counts["entries"]),
+                   ("items skipped", counts["skipped"])]  # fmt: skip
+    else:
+        figures = [
+            ("input lines", counts["input"]),
+            ("bad lines (skipped)", counts["bad"]),
+            ("events", counts["events"]),
+            ("pairs recorded", counts["pairs_recorded"]),
+            ("pairs already present", counts["pairs_already_present"]),
+            ("manifest requests", summary["manifest"]["requests"]),
+        ]
+    rows = [(name, f"{value:,}") for name, value in figures] + [("wall time", f"{summary['wall_time_seconds']:.1f} s")]
     return table(
         f"Winnow populate-manifest  run {summary['run_id']}", rows, [f"  manifest: {summary['manifest']['uri']}"]
     )

@@ -1,4 +1,4 @@
-"""The events manifest (cross-batch dedup): one interface, a DynamoDB and an embedded SQLite backend."""
+"""The events manifest (cross-batch dedup): one interface; DynamoDB, embedded SQLite and lake (Parquet) backends."""
 
 from __future__ import annotations
 
@@ -6,15 +6,28 @@ import os
 from urllib.parse import urlparse
 
 from jobs.errors import InvalidArgumentError
-from jobs.manifest.base import IdResult, Manifest, ManifestClient, ManifestError, ManifestStats
+from jobs.manifest.base import (
+    IdResult,
+    Manifest,
+    ManifestCheck,
+    ManifestClient,
+    ManifestError,
+    ManifestRun,
+    ManifestStats,
+)
 
-__all__ = ["IdResult", "Manifest", "ManifestClient", "ManifestError", "ManifestStats", "open_manifest"]
+__all__ = [
+    "IdResult", "Manifest", "ManifestCheck", "ManifestClient", "ManifestError", "ManifestRun", "ManifestStats",
+    "open_manifest",
+]  # fmt: skip
 
-URI_FORMS = "sqlite:///abs/path.db, sqlite:relative/path.db or dynamodb://TABLE"
+URI_FORMS = (
+    "sqlite:///abs/path.db, sqlite:relative/path.db, dynamodb://TABLE or lake:PATH (a folder or s3://bucket/prefix)"
+)
 
 
 def open_manifest(
-    uri: str, concurrency: int = 16, max_attempts: int = 10, patience_seconds: float = 3600.0
+    uri: str, concurrency: int = 16, max_attempts: int = 10, patience_seconds: float = 3600.0, buckets: int = 64
 ) -> Manifest:
     """The manifest a URI names. Nothing is contacted yet (see `Manifest.check`).
 
@@ -22,6 +35,10 @@ def open_manifest(
         InvalidArgumentError: the URI is of no known form.
     """
     parsed = urlparse(uri)
+    if parsed.scheme == "lake":
+        from jobs.manifest.lake import open_lake
+
+        return open_lake(uri, buckets)
     if parsed.scheme == "sqlite":
         from jobs.manifest.sqlite import SqliteManifest
 

@@ -14,13 +14,21 @@ is not guaranteed to give its first output.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+
+from pyspark.sql import DataFrame
 
 from jobs.errors import WinnowError
 
 SECONDS_PER_DAY = 86_400
+
+# The manifest's answer for an (event_key, fingerprint) of a batch, in the `cross_batch` column of the answers:
+SEEN_EARLIER = "natural"  # an earlier run delivered this (event_id, fingerprint)
+ID_SEEN_EARLIER = "synthetic"  # an earlier run delivered this event_id with another fingerprint
+ANSWERS_SCHEMA = "event_key string, fingerprint string, cross_batch string"
 
 
 class ManifestError(WinnowError):
@@ -40,6 +48,13 @@ class ManifestStats:
     throttle_waits: int = 0
     """Throttled requests botocore gave up on, waited out and sent again (DynamoDB)."""
     consumed_capacity: float = 0.0
+    files_read: int = 0
+    """Lake: Parquet files the check read (each costs an S3 GET or a few)."""
+    bytes_read: int = 0
+    keys_read: int = 0
+    """Lake: entries in the files the check read."""
+    files_written: int = 0
+    bytes_written: int = 0
 
     def add(self, other: ManifestStats) -> ManifestStats:
         return ManifestStats(**{name: getattr(self, name) + getattr(other, name) for name in self.__dataclass_fields__})
@@ -56,6 +71,38 @@ class IdResult:
 
     seen: frozenset[str] = field(default_factory=frozenset)
     earlier_other: bool = False
+
+
+@dataclass
+class ManifestCheck:
+    """A run's check against the manifest: the answers, and what is left to do with them.
+
+    `answers` (ANSWERS_SCHEMA) has a row for every pair an earlier run delivered (`cross_batch` SEEN_EARLIER or,
+    with cross-batch synthetic detection, ID_SEEN_EARLIER); pairs without an answer are new. It is persisted:
+    `release()` frees it (and whatever else the check holds). `record()` makes the run's pairs part of the manifest where the backend does that
+    after the run's output is written (the lake commits then; the per-request backends recorded them while
+    answering). `stats()` gives the summed figures, complete once `record()` returned.
+    """
+
+    answers: DataFrame
+    stats: Callable[[], ManifestStats]
+    record: Callable[[], None]
+    release: Callable[[], None]
+
+
+@dataclass(frozen=True)
+class ManifestRun:
+    """The run that checks and records: its id, its `etl_time` and the `ttl` its entries get (epoch seconds)."""
+
+    run_id: str
+    etl_time: int
+    ttl: int
+    job: str = "dedup"
+
+    @staticmethod
+    def of(run_id: str, run_time: datetime, ttl_days: int, job: str = "dedup") -> ManifestRun:
+        etl_time = int(run_time.timestamp())
+        return ManifestRun(run_id=run_id, etl_time=etl_time, ttl=etl_time + ttl_days * SECONDS_PER_DAY, job=job)
 
 
 class ManifestClient(ABC):
@@ -106,8 +153,9 @@ class Manifest(ABC):
         """Create the manifest (an explicit action: `--create`); a no-op when it exists and is right."""
 
     @abstractmethod
-    def client(self) -> ManifestClient:
-        """A new client; called once per Python worker."""
+    def check_pairs(self, pairs: DataFrame, run: ManifestRun, detect_synthetic: bool) -> ManifestCheck:
+        """Check the batch's distinct (`event_key`, `fingerprint`) pairs: which an earlier run delivered, and (with
+        `detect_synthetic`) which ids an earlier run delivered with another fingerprint."""
 
     def paced(self, tasks: int) -> tuple[Manifest, dict[str, Any] | None]:
         """This manifest with each worker's share of the backend's capacity when `tasks` tasks call it at once,

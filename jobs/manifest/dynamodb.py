@@ -28,14 +28,17 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from jobs.manifest.base import IdResult, Manifest, ManifestClient, ManifestError
+from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
+from jobs.manifest.base import IdResult, ManifestClient, ManifestError
+from jobs.manifest.requests import RequestManifest
 
 # A put succeeds for a new pair, a pair this run or a LATER run wrote (the item then keeps this, the earliest,
 # delivery: a run's decisions depend only on earlier runs, so redoing runs in any order gives the same output),
 # or an expired pair (TTL deletion is lazy in DynamoDB, so an expired item can still be there).
-PUT_CONDITION = "attribute_not_exists(eventId) OR etlTime >= :etl OR #ttl <= :etl"
+ID, FINGERPRINT, ETL_TIME, TTL = DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_ETL_TIME, DYNAMODB_TTL
+PUT_CONDITION = f"attribute_not_exists({ID}) OR {ETL_TIME} >= :etl OR #ttl <= :etl"
 THROTTLING_CODES = {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
-EXPECTED_KEYS = [("eventId", "HASH", "S"), ("fingerprint", "RANGE", "S")]
+EXPECTED_KEYS = [(ID, "HASH", "S"), (FINGERPRINT, "RANGE", "S")]
 # A new on-demand table serves up to 4,000 write and 12,000 read request units per second (AWS: "On-demand
 # capacity mode", initial throughput), more only after it has seen higher peaks.
 ON_DEMAND_WRITE_UNITS, ON_DEMAND_READ_UNITS = 4_000, 12_000
@@ -96,7 +99,7 @@ class Pace:
 
 
 @dataclass(frozen=True)
-class DynamoDbManifest(Manifest):
+class DynamoDbManifest(RequestManifest):
     """`dynamodb://TABLE`; region and endpoint come from the driver's AWS settings and travel with it."""
 
     uri: str
@@ -165,14 +168,14 @@ class DynamoDbManifest(Manifest):
         if keys != EXPECTED_KEYS:
             raise ManifestError(
                 f"manifest {self.uri}: table {self.table} has keys {keys}; an events manifest needs partition key "
-                "eventId (S) and sort key fingerprint (S), as Snowplow's: use such a table"
+                f"{ID} (S) and sort key {FINGERPRINT} (S), as Snowplow's: use such a table"
             )
         ttl = client.describe_time_to_live(TableName=self.table)["TimeToLiveDescription"]
-        if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING") or ttl.get("AttributeName") != "ttl":
+        if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING") or ttl.get("AttributeName") != TTL:
             raise ManifestError(
                 f"manifest {self.uri}: TTL on table {self.table} is {ttl.get('TimeToLiveStatus', 'DISABLED')} "
-                f"(attribute {ttl.get('AttributeName')!r}); enable it on attribute 'ttl': aws dynamodb "
-                f"update-time-to-live --table-name {self.table} --time-to-live-specification Enabled=true,AttributeName=ttl"
+                f"(attribute {ttl.get('AttributeName')!r}); enable it on attribute '{TTL}': aws dynamodb "
+                f"update-time-to-live --table-name {self.table} --time-to-live-specification Enabled=true,AttributeName={TTL}"
             )
 
     def create(self) -> None:
@@ -185,17 +188,16 @@ class DynamoDbManifest(Manifest):
         with contextlib.suppress(client.exceptions.ResourceInUseException):
             client.create_table(
                 TableName=self.table,
-                AttributeDefinitions=[{"AttributeName": "eventId", "AttributeType": "S"},
-                                      {"AttributeName": "fingerprint", "AttributeType": "S"}],
-                KeySchema=[{"AttributeName": "eventId", "KeyType": "HASH"},
-                           {"AttributeName": "fingerprint", "KeyType": "RANGE"}],
+                AttributeDefinitions=[{"AttributeName": ID, "AttributeType": "S"},
+                                      {"AttributeName": FINGERPRINT, "AttributeType": "S"}],
+                KeySchema=[{"AttributeName": ID, "KeyType": "HASH"}, {"AttributeName": FINGERPRINT, "KeyType": "RANGE"}],
                 BillingMode="PAY_PER_REQUEST",
             )  # fmt: skip
         client.get_waiter("table_exists").wait(TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
         ttl = client.describe_time_to_live(TableName=self.table)["TimeToLiveDescription"]
         if ttl.get("TimeToLiveStatus") in (None, "DISABLED"):
             client.update_time_to_live(
-                TableName=self.table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"}
+                TableName=self.table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL}
             )
 
     def paced(self, tasks: int) -> tuple[DynamoDbManifest, dict[str, Any]]:
@@ -299,10 +301,10 @@ class DynamoDbClient(ManifestClient):
                 "put_item",
                 self.writes,
                 TableName=self.table,
-                Item={"eventId": {"S": event_id}, "fingerprint": {"S": fingerprint},
-                      "etlTime": {"N": str(etl_time)}, "ttl": {"N": str(ttl)}},
+                Item={ID: {"S": event_id}, FINGERPRINT: {"S": fingerprint},
+                      ETL_TIME: {"N": str(etl_time)}, TTL: {"N": str(ttl)}},
                 ConditionExpression=PUT_CONDITION,
-                ExpressionAttributeNames={"#ttl": "ttl"},
+                ExpressionAttributeNames={"#ttl": TTL},
                 ExpressionAttributeValues={":etl": {"N": str(etl_time)}},
                 ReturnConsumedCapacity="TOTAL",
             )  # fmt: skip
@@ -316,9 +318,9 @@ class DynamoDbClient(ManifestClient):
         found: set[str] = set()
         request: dict[str, Any] = {
             "TableName": self.table,
-            "KeyConditionExpression": "eventId = :id",
-            "ProjectionExpression": "fingerprint, etlTime, #ttl",
-            "ExpressionAttributeNames": {"#ttl": "ttl"},
+            "KeyConditionExpression": f"{ID} = :id",
+            "ProjectionExpression": f"{FINGERPRINT}, {ETL_TIME}, #ttl",
+            "ExpressionAttributeNames": {"#ttl": TTL},
             "ExpressionAttributeValues": {":id": {"S": event_id}},
             "ReturnConsumedCapacity": "TOTAL",
         }
@@ -326,8 +328,8 @@ class DynamoDbClient(ManifestClient):
             response = self.call("query", self.queries, **request)
             self._account(response, queries=1)
             for item in response["Items"]:
-                if int(item["etlTime"]["N"]) < etl_time and int(item["ttl"]["N"]) > etl_time:
-                    found.add(item["fingerprint"]["S"])
+                if int(item[ETL_TIME]["N"]) < etl_time and int(item[TTL]["N"]) > etl_time:
+                    found.add(item[FINGERPRINT]["S"])
             if "LastEvaluatedKey" not in response:
                 return found
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]

@@ -2,7 +2,8 @@
 
 Two runs writing one manifest at once would each look up an id before the other recorded it, so which one sees
 the other's fingerprints (cross-batch synthetic dedup) would depend on timing. With the lease the second run
-stops at once, naming the first. SQLite: a lease file beside the database (`PATH.lease`). DynamoDB: one item
+stops at once, naming the first. SQLite: a lease file beside the database (`PATH.lease`). Lake: `PATH/_lease`
+(created only if absent: an S3 conditional write on S3). DynamoDB: one item
 in the manifest table itself, put only if absent; its key is no event id (those are UUIDs), so no event's
 item and no query of the jobs ever meets it.
 """
@@ -15,13 +16,14 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 
+from jobs.contract import DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, LAKE_LEASE
 from jobs.lease import FileLease, Lease
 from jobs.manifest.base import Manifest
 
 if TYPE_CHECKING:
     from jobs.manifest.dynamodb import DynamoDbClient
 
-LEASE_KEY = {"eventId": {"S": "winnow:writer-lease"}, "fingerprint": {"S": "writer"}}
+LEASE_KEY = {DYNAMODB_PARTITION_KEY: {"S": "winnow:writer-lease"}, DYNAMODB_SORT_KEY: {"S": "writer"}}
 
 
 class DynamoDbLease(Lease):
@@ -42,7 +44,7 @@ class DynamoDbLease(Lease):
                 None,
                 TableName=self.table,
                 Item={**LEASE_KEY, "holder": {"S": document.decode("utf-8")}, "token": {"S": self.holder.token}},
-                ConditionExpression="attribute_not_exists(eventId)",
+                ConditionExpression=f"attribute_not_exists({DYNAMODB_PARTITION_KEY})",
             )
         except self.errors.ConditionalCheckFailedException:
             return False
@@ -70,11 +72,14 @@ class DynamoDbLease(Lease):
 def writer_lease(spark: SparkSession, manifest: Manifest, job: str, run_id: str) -> Lease:
     """The writer lease of `manifest` (not yet taken: use it as a context manager)."""
     from jobs.manifest.dynamodb import DynamoDbManifest
+    from jobs.manifest.lake import LakeManifest
     from jobs.manifest.sqlite import SqliteManifest
 
     target = f"manifest {manifest.uri}"
     if isinstance(manifest, SqliteManifest):
         return FileLease(spark, f"{manifest.path}.lease", target, job, run_id)
+    if isinstance(manifest, LakeManifest):
+        return FileLease(spark, f"{manifest.root}/{LAKE_LEASE}", target, job, run_id)
     if isinstance(manifest, DynamoDbManifest):
         return DynamoDbLease(manifest.dynamodb_client(), target, job, run_id)
     raise TypeError(f"no writer lease for {type(manifest).__name__}")

@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.manifest.base import IdResult, Manifest, ManifestClient, ManifestError
+from jobs.manifest.base import IdResult, ManifestClient, ManifestError
+from jobs.manifest.requests import RequestManifest
 
 TABLE = "events_manifest"
 SCHEMA = f"""
@@ -26,7 +27,7 @@ IDS_PER_TRANSACTION = 500
 
 
 @dataclass(frozen=True)
-class SqliteManifest(Manifest):
+class SqliteManifest(RequestManifest):
     """`sqlite:PATH`: a local file (relative paths from the current folder)."""
 
     uri: str

@@ -28,10 +28,11 @@ from pyspark.sql import functions as F
 from jobs import __version__
 from jobs.config import SHRED_FORMATS, SHRED_LAYOUTS, JobConfig, ShredFormat
 from jobs.config import ShredLayout as Layout
+from jobs.contract import SUCCESS_MARKER, SUMMARY
 from jobs.enriched.parse import bad_row_json, field, has_all_fields, parse_events
 from jobs.errors import InvalidArgumentError
-from jobs.lake import SUMMARY, FileSystem, RunFolder, absolute, check_apart, open_input, require_input
-from jobs.runs import SUCCESS_MARKER, run_timestamp
+from jobs.lake import FileSystem, RunFolder, absolute, check_apart, open_input, require_input
+from jobs.runs import run_timestamp
 from jobs.shred import message, rdb
 from jobs.shred.entities import (
     JSON_FIELDS,

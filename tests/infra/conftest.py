@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from cdk.config import ENVIRONMENTS, load_config
+from cdk.config import CONFIG_DIR, ENVIRONMENTS, config_from_data, load_config
 from scripts.package_jobs import build
 from tests.infra.helpers import Synthesized, synthesize
 
@@ -37,3 +38,12 @@ def dev(synthesized: dict[str, Synthesized]) -> Synthesized:
 @pytest.fixture(scope="session")
 def prod(synthesized: dict[str, Synthesized]) -> Synthesized:
     return synthesized["prod"]
+
+
+@pytest.fixture(scope="session")
+def dev_lake(build_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """dev with `manifest.backend` lake (the one synth beyond the envs': the lake manifest's bucket, job role,
+    `--manifest`, dashboard)."""
+    data = json.loads((CONFIG_DIR / "dev.json").read_text(encoding="utf-8"))
+    data["manifest"]["backend"] = "lake"
+    return synthesize(config_from_data("dev", data), build_dir, tmp_path_factory.mktemp("cdk-dev-lake"))

@@ -57,6 +57,7 @@ def test_a_bad_job_key_fails_at_synth_time() -> None:
             {"manifest": {"billing_mode": "free"}},
             r"manifest.billing_mode: given \"free\"; allowed: on-demand, provisioned",
         ),
+        ({"manifest": {"backend": "s3"}}, r"manifest.backend: given \"s3\"; allowed: dynamodb, lake"),
         ({"emr": {"release_label": "emr-6.15.0"}}, r"emr.release_label: given \"emr-6.15.0\"; allowed: emr-7.12.0"),
         ({"emr": {"spark_conf": {"driver.memory": "4g"}}}, r"emr.spark_conf: given \[\"driver.memory\"\]"),
         ({"emr": {"job_timeout_minutes": 0}}, r"emr.job_timeout_minutes: given 0; allowed: 5 to 10080"),
@@ -158,3 +159,26 @@ def test_the_executors_the_manifest_is_shared_by_must_be_bounded() -> None:
     with pytest.raises(EnvConfigError, match=r'emr.spark_conf: .* allowed: a whole number of executors in '
                        r'"spark.dynamicAllocation.maxExecutors"'):  # fmt: skip
         config_from_data("dev", data)
+
+
+def test_the_manifest_backend_defaults_to_dynamodb_and_is_checked_when_built_directly() -> None:
+    from cdk.config import ManifestConfig
+
+    assert (load_config("dev").manifest.backend, load_config("prod").manifest.backend) == ("dynamodb", "dynamodb")
+    assert ManifestConfig(backend="lake").backend == "lake"
+    with pytest.raises(EnvConfigError) as bad:
+        ManifestConfig(backend="Lake")  # type: ignore[arg-type]
+    assert str(bad.value) == 'manifest.backend: given "Lake"; allowed: dynamodb, lake'
+
+
+def test_the_table_capacity_checks_apply_to_the_dynamodb_backend_only() -> None:
+    """With the lake manifest no table serves the run: a small table or unbounded executors are no reason to fail."""
+    prod = json.loads((CONFIG_DIR / "prod.json").read_text())
+    prod["manifest"] = {"billing_mode": "provisioned", "read_capacity": 50, "write_capacity": 500}
+    with pytest.raises(EnvConfigError, match=r'manifest: given "provisioned: 500 puts/s"'):
+        config_from_data("prod", prod)
+    prod["manifest"]["backend"] = "lake"
+    config = config_from_data("prod", prod)
+    assert (config.manifest.backend, config.manifest.write_capacity) == ("lake", 500)  # the table is still sized
+    del prod["emr"]["spark_conf"]["spark.dynamicAllocation.maxExecutors"]
+    assert config_from_data("prod", prod).manifest.backend == "lake"

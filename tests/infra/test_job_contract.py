@@ -104,3 +104,20 @@ def test_an_incremental_run_gives_the_planner_and_the_dedup_job_the_same_input_a
         assert args.incremental is True and args.run_id == "2026-11-22-03-00-00"
         (entry,) = Ledger(args.output).entries()
         assert (entry["run_id"], entry["input"]) == (args.run_id, args.input)
+
+
+def test_with_the_lake_manifest_dedup_names_it_as_the_jobs_read_it(dev_lake: Synthesized) -> None:
+    """The lake URI and `--create` parse with the jobs' command line, and name the bucket and prefix the job role
+    and the lifecycle rules are scoped to."""
+    from jobs.manifest import open_manifest
+    from jobs.manifest.lake import LakeManifest
+
+    with pytest.MonkeyPatch.context() as monkeypatch, flow.moto_flow(monkeypatch):
+        described = flow.execute(flow.with_jobs_as_pass(dev_lake), CONSOLE_INPUT)
+    assert described["status"] == "SUCCEEDED", described
+    dedup = json.loads(described["output"])["jobs"]["dedup"]["JobDriver"]["SparkSubmit"]["EntryPointArguments"]
+    args = build_parser().parse_args(dedup)
+    bucket = f"winnow-dev-manifest-{flow.ACCOUNT}-{flow.REGION}"
+    assert (args.manifest, args.create) == (f"lake:s3://{bucket}/lake", True)
+    manifest = open_manifest(args.manifest)
+    assert isinstance(manifest, LakeManifest) and manifest.root == f"s3://{bucket}/lake"

@@ -1,4 +1,5 @@
-"""cdk-nag AwsSolutions: no unacknowledged finding in any env; cfn-lint: no error in any template."""
+"""cdk-nag AwsSolutions: no unacknowledged finding in any env (or the lake variant); cfn-lint: no error in any
+template."""
 
 from __future__ import annotations
 
@@ -15,10 +16,19 @@ from aws_cdk import aws_s3 as s3
 from cdk.nag import acknowledge
 from tests.infra.helpers import Synthesized
 
+VARIANTS = ["dev", "prod", "dev-lake"]
+"""Every env, and dev with the lake manifest (its bucket and job role statements)."""
 
-@pytest.mark.parametrize("env", ["dev", "prod"])
-def test_no_unacknowledged_aws_solutions_finding(synthesized: dict[str, Synthesized], env: str) -> None:
-    synth = synthesized[env]
+
+@pytest.fixture
+def variant(request: pytest.FixtureRequest, synthesized: dict[str, Synthesized]) -> Synthesized:
+    name: str = request.param
+    return request.getfixturevalue("dev_lake") if name == "dev-lake" else synthesized[name]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, indirect=True)
+def test_no_unacknowledged_aws_solutions_finding(variant: Synthesized) -> None:
+    synth = variant
     report = synth.validation_report()
     violations = [v for plugin in report["pluginReports"] for v in plugin["violations"]]  # type: ignore[attr-defined]
     assert (synth.nag_error, violations) == (None, [])
@@ -44,9 +54,9 @@ def test_acknowledgements_need_a_reason() -> None:
         acknowledge(cdk.Stack(cdk.App(), "Empty"), "S1", " ")
 
 
-@pytest.mark.parametrize("env", ["dev", "prod"])
-def test_cfn_lint_finds_no_error(synthesized: dict[str, Synthesized], env: str) -> None:
-    templates = sorted(str(path) for path in synthesized[env].outdir.glob("*.template.json"))
+@pytest.mark.parametrize("variant", VARIANTS, indirect=True)
+def test_cfn_lint_finds_no_error(variant: Synthesized) -> None:
+    templates = sorted(str(path) for path in variant.outdir.glob("*.template.json"))
     assert len(templates) == 3
     result = subprocess.run(
         [str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", "--", *templates],

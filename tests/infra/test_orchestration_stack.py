@@ -296,3 +296,28 @@ def test_job_metrics_are_put_by_the_state_machine_from_each_run_summary(dev: Syn
     ]
     job_role = policy_statements(dev.template("Processing"), "JobRole")
     assert not [s for s in job_role if "cloudwatch" in str(s["Action"])]  # the jobs no longer put metrics
+
+
+def test_with_the_lake_manifest_dedup_gets_the_lake_uri_and_creates_it_once(
+    dev: Synthesized, dev_lake: Synthesized
+) -> None:
+    lake, table = definition(dev_lake)["States"], definition(dev)["States"]
+    settings = lake["Run"]["Parameters"]["settings"]
+    assert settings["manifest"] == "lake:s3://winnow-dev-manifest-${AWS::AccountId}-eu-west-1/lake"
+    assert table["Run"]["Parameters"]["settings"]["manifest"] == "dynamodb://winnow-dev-manifest"
+    # `--create` after the manifest (the descriptor is put if absent, then checked): the lake only.
+    for state, tail in (("JobArguments", ")"), ("IncrementalJobArguments", ", '--incremental')")):
+        dedup = lake[state]["Parameters"]["args"]["dedup.$"]
+        assert dedup.endswith(f"'--manifest', $.settings.manifest, '--create'{tail}"), dedup
+        assert table[state]["Parameters"]["args"]["dedup.$"].endswith(f"'--manifest', $.settings.manifest{tail}")
+
+
+def test_with_the_lake_manifest_the_dashboard_shows_no_table(dev_lake: Synthesized) -> None:
+    template = dev_lake.template("Orchestration")
+    body = json.loads(only(template, "AWS::CloudWatch::Dashboard")["Properties"]["DashboardBody"])
+    titles = [widget["properties"]["title"] for widget in body["widgets"]]
+    assert titles == ["Pipeline executions", "Job durations (seconds)", "Duplicates found (dedup)"]
+    assert "AWS/DynamoDB" not in json.dumps(body)
+    # The one alarm is on the state machine's executions, whatever the backend.
+    alarm = only(template, "AWS::CloudWatch::Alarm")["Properties"]
+    assert alarm["AlarmDescription"] == "A Winnow pipeline execution failed, timed out or was aborted"

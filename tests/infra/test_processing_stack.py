@@ -216,3 +216,77 @@ def test_the_spark_application_keeps_only_the_fixed_tags(prod: Synthesized) -> N
     assert sorted((tag["Key"], tag["Value"]) for tag in app["Tags"]) == [("env", "prod"), ("project", "winnow")]
     role = next(iter(resources(template, "AWS::IAM::Role").values()))["Properties"]
     assert {"owner", "cost-center"} <= {tag["Key"] for tag in role["Tags"]}
+
+
+def test_with_the_lake_manifest_the_job_role_reaches_its_prefix_and_no_table(dev_lake: Synthesized) -> None:
+    statements = policy_statements(dev_lake.template("Processing"), "JobRole")  # CDK sorts the actions
+    assert statements == [
+        {"Sid": "ReadInput", "Action": "s3:GetObject", "Effect": "Allow", "Resource": s3_arn("input", "enriched*")},
+        {
+            "Sid": "WriteOutput",
+            "Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+            "Effect": "Allow",
+            "Resource": [s3_arn("output", f"{name}*") for name in ("deduplicated", "keyed", "shredded", "tables")],
+        },
+        {
+            "Sid": "ReadArtifacts",
+            "Action": "s3:GetObject",
+            "Effect": "Allow",
+            "Resource": s3_arn("artifacts", "jobs/*"),
+        },
+        {"Sid": "WriteLogs", "Action": "s3:PutObject", "Effect": "Allow", "Resource": s3_arn("job-logs", "emr/*")},
+        {
+            # Commits, descriptor and lease created with If-None-Match (s3:PutObject), Spark's segment files
+            # (multipart), expired segments and the lease deleted; `lake*` also covers EMRFS's `lake_$folder$`.
+            "Sid": "Manifest",
+            "Action": ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+            "Effect": "Allow",
+            "Resource": s3_arn("manifest", "lake*"),
+        },
+        # Unconditioned like the data buckets': a missing key (`lake/_commits` before the first commit) must be 404.
+        {
+            "Sid": "ListData",
+            "Action": "s3:ListBucket",
+            "Effect": "Allow",
+            "Resource": [s3_arn("input"), s3_arn("manifest"), s3_arn("output")],
+        },
+    ]
+    template = dev_lake.template("Processing").to_json()
+    assert "dynamodb" not in json.dumps(template)  # no table statement, no table reference at all
+
+
+def test_the_job_role_takes_exactly_one_manifest() -> None:
+    import aws_cdk as cdk
+    from aws_cdk import aws_dynamodb as dynamodb
+    from aws_cdk import aws_s3 as s3
+
+    from cdk.components.job_execution_role import JobExecutionRoleProps
+
+    stack = cdk.Stack(cdk.App(), "Role")
+    bucket = s3.Bucket.from_bucket_name(stack, "Bucket", "bucket")
+    table = dynamodb.Table.from_table_name(stack, "Table", "table")
+    common: dict[str, Any] = {
+        "input_bucket": bucket, "input_prefix": "in/", "output_bucket": bucket, "output_prefixes": ("out/",),
+        "artifacts_bucket": bucket, "artifacts_prefix": "jobs/", "log_bucket": bucket, "log_prefix": "emr/",
+    }  # fmt: skip
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({}, "False, manifest_bucket False"),
+        ({"manifest_table": table, "manifest_bucket": bucket}, "True, manifest_bucket True"),
+    ]
+    for manifests, given in cases:
+        with pytest.raises(ValueError, match=rf"given manifest_table {given}; allowed: exactly one"):
+            JobExecutionRoleProps(**common, **manifests)
+
+
+def test_the_deployed_config_never_names_a_manifest() -> None:
+    """The state machine passes `--manifest` from `manifest.backend`: a `jobs.manifest.uri` stays out of config.json."""
+    from cdk.config import config_from_data
+    from cdk.stacks.processing_stack import deployed_job_config
+
+    data = json.loads((Path(__file__).resolve().parents[2] / "configs" / "dev.json").read_text(encoding="utf-8"))
+    data["jobs"]["manifest"] = {"uri": "dynamodb://another-table", "ttl_days": 30}
+    assert deployed_job_config(config_from_data("dev", data)) == {
+        "dedup": {"synthetic": "reid"},
+        "manifest": {"ttl_days": 30},
+        "output": {"compression": "gzip"},
+    }

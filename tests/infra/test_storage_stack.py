@@ -1,4 +1,4 @@
-"""The Storage stack: the manifest table and the buckets, per environment."""
+"""The Storage stack: the manifest table and the buckets (the lake manifest's too, with that backend), per environment."""
 
 from __future__ import annotations
 
@@ -128,3 +128,105 @@ def test_a_provisioned_table_takes_its_capacity_from_config() -> None:
     ManifestTable(stack, "Manifest", ManifestTableProps(table_name="t", retain=False, provisioned=(50, 500)))
     (table,) = Template.from_stack(stack).find_resources("AWS::DynamoDB::Table").values()
     assert table["Properties"]["ProvisionedThroughput"] == {"ReadCapacityUnits": 50, "WriteCapacityUnits": 500}
+
+
+def test_the_dynamodb_backend_creates_no_manifest_bucket(dev: Synthesized, prod: Synthesized) -> None:
+    for synth in (dev, prod):
+        assert synth.config.manifest.backend == "dynamodb"
+        assert bucket_name(synth.config.env, "manifest") not in _buckets(synth)
+        assert synth.pipeline.storage.manifest_bucket is None
+
+
+def test_the_lake_backend_adds_a_hardened_versioned_manifest_bucket_and_keeps_the_table(dev_lake: Synthesized) -> None:
+    buckets = _buckets(dev_lake)
+    name = bucket_name("dev", "manifest")
+    assert sorted(buckets) == sorted(bucket_name("dev", purpose) for purpose in (*BUCKETS, "manifest"))
+    template = dev_lake.template("Storage")
+    logical_ids = {b["Properties"]["BucketName"]: i for i, b in resources(template, "AWS::S3::Bucket").items()}
+    bucket = buckets[name]
+    assert (bucket["DeletionPolicy"], bucket["UpdateReplacePolicy"]) == ("Delete", "Delete")  # dev: retain_data false
+    props = {key: value for key, value in bucket["Properties"].items() if key not in ("Tags", "LifecycleConfiguration")}
+    assert props == {
+        "BucketName": name,
+        "BucketEncryption": {
+            "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+        },
+        "PublicAccessBlockConfiguration": {
+            "BlockPublicAcls": True,
+            "BlockPublicPolicy": True,
+            "IgnorePublicAcls": True,
+            "RestrictPublicBuckets": True,
+        },
+        "OwnershipControls": {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]},
+        "VersioningConfiguration": {"Status": "Enabled"},
+        "LoggingConfiguration": {
+            "DestinationBucketName": f"${{{logical_ids[bucket_name('dev', 'access-logs')]}}}",
+            "LogFilePrefix": "manifest/",
+        },
+    }
+    assert len(template.find_resources("Custom::S3AutoDeleteObjects")) == len(BUCKETS) + 1
+    (policy,) = [
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in resources(template, "AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == f"${{{logical_ids[name]}}}"
+    ]
+    assert {
+        "Action": "s3:*",
+        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        "Effect": "Deny",
+        "Principal": {"AWS": "*"},
+    } in [{key: value for key, value in statement.items() if key != "Resource"} for statement in policy]
+    # The table stays whatever the backend: switching back finds it as it was.
+    assert only(template, "AWS::DynamoDB::Table")["Properties"]["TableName"] == "winnow-dev-manifest"
+
+
+def test_the_lake_manifest_bucket_lifecycle_follows_the_ttl(dev_lake: Synthesized) -> None:
+    rules = _buckets(dev_lake)[bucket_name("dev", "manifest")]["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert dev_lake.config.job_config.manifest.ttl_days == 30
+    assert rules == [
+        # ttl_days + 30: only segment files whose entries all expired 30 days ago or more
+        {"Id": "ExpireAbandonedSegments", "Prefix": "lake/segments/", "ExpirationInDays": 60, "Status": "Enabled"},
+        {
+            "Id": "ExpireNoncurrentVersions",
+            "NoncurrentVersionExpiration": {"NoncurrentDays": 7},
+            "ExpiredObjectDeleteMarker": True,
+            "Status": "Enabled",
+        },
+        {
+            "Id": "AbortIncompleteUploads",
+            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+            "Status": "Enabled",
+        },
+    ]
+
+
+def test_the_lifecycle_prefix_is_where_the_job_writes_its_segments() -> None:
+    """The job's own reading of the URI the state machine passes puts the segments under the rule's prefix."""
+    from cdk.components.lake_manifest_bucket import lake_manifest_uri
+    from jobs.contract import LAKE_SEGMENTS
+    from jobs.manifest import open_manifest
+    from jobs.manifest.lake import LakeManifest
+
+    manifest = open_manifest(lake_manifest_uri("winnow-dev-manifest-123456789012-eu-west-1"))
+    assert isinstance(manifest, LakeManifest)
+    assert f"{manifest.root}/{LAKE_SEGMENTS}/" == "s3://winnow-dev-manifest-123456789012-eu-west-1/lake/segments/"
+
+
+def test_a_retained_lake_manifest_bucket_is_kept_and_its_backstop_follows_ttl_days() -> None:
+    import aws_cdk as cdk
+    from aws_cdk import aws_s3 as s3
+    from aws_cdk.assertions import Template
+
+    from cdk.components.lake_manifest_bucket import LakeManifestBucket, LakeManifestBucketProps
+
+    stack = cdk.Stack(cdk.App(), "Retained")
+    logs = s3.Bucket.from_bucket_name(stack, "Logs", "logs")
+    LakeManifestBucket(
+        stack, "Lake", LakeManifestBucketProps(bucket_name="manifest", retain=True, access_logs=logs, ttl_days=180)
+    )
+    template = Template.from_stack(stack)
+    (bucket,) = template.find_resources("AWS::S3::Bucket").values()
+    assert (bucket["DeletionPolicy"], bucket["UpdateReplacePolicy"]) == ("Retain", "Retain")
+    assert template.find_resources("Custom::S3AutoDeleteObjects") == {}
+    (segments,) = [r for r in bucket["Properties"]["LifecycleConfiguration"]["Rules"] if "Prefix" in r]
+    assert segments["ExpirationInDays"] == 210

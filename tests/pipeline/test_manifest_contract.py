@@ -12,9 +12,10 @@ import pytest
 from moto import mock_aws
 
 from jobs.errors import InvalidArgumentError
-from jobs.manifest import Manifest, ManifestError, open_manifest
+from jobs.manifest import ManifestError, open_manifest
 from jobs.manifest.base import IdResult
 from jobs.manifest.dynamodb import DynamoDbManifest
+from jobs.manifest.requests import RequestManifest
 from jobs.manifest.sqlite import SqliteManifest
 
 RUN_1, RUN_2, RUN_3 = 1_700_000_000, 1_700_086_400, 1_700_172_800
@@ -27,19 +28,22 @@ def ttl(etl_time: int) -> int:
 
 
 @pytest.fixture(params=["sqlite", "dynamodb"])
-def manifest(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Manifest]:
+def manifest(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RequestManifest]:
+    """A per-request backend (the lake is checked a batch at a time: tests/pipeline/test_lake_manifest.py)."""
     if request.param == "sqlite":
         sqlite_manifest = open_manifest(f"sqlite:{tmp_path / 'manifest.db'}")
+        assert isinstance(sqlite_manifest, RequestManifest)
         sqlite_manifest.create()
         yield sqlite_manifest
     else:
         with mock_aws():
             dynamodb_manifest = open_manifest("dynamodb://events-manifest")
+            assert isinstance(dynamodb_manifest, RequestManifest)
             dynamodb_manifest.create()
             yield dynamodb_manifest
 
 
-def test_a_new_pair_is_accepted_once_per_run(manifest: Manifest) -> None:
+def test_a_new_pair_is_accepted_once_per_run(manifest: RequestManifest) -> None:
     manifest.check()
     client = manifest.client()
     assert client.put("id-1", "fp-1", RUN_1, ttl(RUN_1)) is True
@@ -59,7 +63,7 @@ def test_a_new_pair_is_accepted_once_per_run(manifest: Manifest) -> None:
     assert (client.stats.puts, client.stats.conditional_failures) == (7, 2)
 
 
-def test_an_expired_pair_counts_as_absent(manifest: Manifest) -> None:
+def test_an_expired_pair_counts_as_absent(manifest: RequestManifest) -> None:
     client = manifest.client()
     assert client.put("id-1", "fp-1", RUN_1, RUN_1 + DAY) is True
     assert client.put("id-1", "fp-1", RUN_1 + DAY - 1, RUN_2 + TTL_DAYS * DAY) is False  # not yet expired
@@ -67,7 +71,7 @@ def test_an_expired_pair_counts_as_absent(manifest: Manifest) -> None:
     assert client.put("id-1", "fp-1", RUN_3, ttl(RUN_3)) is False  # and remembered from then on
 
 
-def test_earlier_fingerprints_exclude_this_run_and_expired_items(manifest: Manifest) -> None:
+def test_earlier_fingerprints_exclude_this_run_and_expired_items(manifest: RequestManifest) -> None:
     client = manifest.client()
     client.put("id-1", "fp-1", RUN_1, ttl(RUN_1))
     client.put("id-1", "fp-old", RUN_1 - 400 * DAY, RUN_1 - 200 * DAY)  # expired before RUN_2
@@ -77,7 +81,7 @@ def test_earlier_fingerprints_exclude_this_run_and_expired_items(manifest: Manif
     assert client.earlier_fingerprints("id-9", RUN_3) == set()
 
 
-def test_check_ids_reports_natural_and_synthetic_cross_batch_copies(manifest: Manifest) -> None:
+def test_check_ids_reports_natural_and_synthetic_cross_batch_copies(manifest: RequestManifest) -> None:
     client = manifest.client()
     first = list(client.check_ids([("id-1", ["fp-1"]), ("id-2", ["fp-1", "fp-2"])], RUN_1, ttl(RUN_1), True))
     assert first == [("id-1", ["fp-1"], IdResult()), ("id-2", ["fp-1", "fp-2"], IdResult())]
@@ -95,7 +99,7 @@ def test_check_ids_reports_natural_and_synthetic_cross_batch_copies(manifest: Ma
     assert again == [("id-2", ["fp-3"], IdResult(earlier_other=True)), ("id-3", ["fp-1"], IdResult())]
 
 
-def test_without_synthetic_detection_no_lookups_are_made(manifest: Manifest) -> None:
+def test_without_synthetic_detection_no_lookups_are_made(manifest: RequestManifest) -> None:
     client = manifest.client()
     list(client.check_ids([("id-1", ["fp-1"])], RUN_1, ttl(RUN_1), False))
     result = list(client.check_ids([("id-1", ["fp-2"])], RUN_2, ttl(RUN_2), False))
@@ -103,7 +107,7 @@ def test_without_synthetic_detection_no_lookups_are_made(manifest: Manifest) -> 
     assert (client.stats.queries, client.stats.puts, client.stats.requests) == (0, 2, 2)
 
 
-def test_create_is_idempotent(manifest: Manifest) -> None:
+def test_create_is_idempotent(manifest: RequestManifest) -> None:
     client = manifest.client()
     client.put("id-1", "fp-1", RUN_1, ttl(RUN_1))
     manifest.create()
@@ -114,6 +118,7 @@ def test_create_is_idempotent(manifest: Manifest) -> None:
 def test_dynamodb_items_have_the_snowplow_layout() -> None:
     with mock_aws():
         manifest = open_manifest("dynamodb://events-manifest")
+        assert isinstance(manifest, RequestManifest)
         manifest.create()
         manifest.client().put("id-1", "fp-1", RUN_1, ttl(RUN_1))
         (item,) = boto3.client("dynamodb").scan(TableName="events-manifest")["Items"]
@@ -197,6 +202,9 @@ def test_dynamodb_uri_takes_region_and_endpoint_from_the_environment(monkeypatch
 def test_bad_uris_are_usage_errors(uri: str) -> None:
     with pytest.raises(
         InvalidArgumentError,
-        match=re.escape("allowed: sqlite:///abs/path.db, sqlite:relative/path.db or dynamodb://TABLE"),
+        match=re.escape(
+            "allowed: sqlite:///abs/path.db, sqlite:relative/path.db, dynamodb://TABLE or lake:PATH (a folder or "
+            "s3://bucket/prefix)"
+        ),
     ):
         open_manifest(uri)
