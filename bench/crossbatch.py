@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import random
@@ -50,6 +51,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from bench.measure import process_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
@@ -109,23 +112,11 @@ class TreeCpu:
         self.last = dict(self.start)
 
     def sample(self) -> dict[tuple[int, str], float]:
-        parents: dict[int, int] = {}
-        cpu: dict[int, tuple[str, float]] = {}
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            pid = int(stat.parent.name)
-            parents[pid] = int(fields[1])
-            # utime stime cutime cstime (reaped children count in their parent), starttime names the process
-            cpu[pid] = (fields[19], sum(int(v) for v in fields[11:15]) / self.ticks)
-        members, frontier = {self.root}, [self.root]
-        while frontier:
-            children = [pid for pid, parent in parents.items() if parent in frontier and pid not in members]
-            members.update(children)
-            frontier = children
-        return {(pid, cpu[pid][0]): cpu[pid][1] for pid in members if pid in cpu}
+        # utime stime cutime cstime (reaped children count in their parent); starttime names the process
+        return {
+            (pid, fields[19]): sum(int(v) for v in fields[11:15]) / self.ticks
+            for pid, fields in process_tree(self.root).items()
+        }
 
     def poll(self) -> None:
         self.last.update(self.sample())
@@ -266,7 +257,7 @@ def seed_lake(spark: Any, path: Path, buckets: int, days: int, keys_per_day: int
               "first_batch": BATCH_RUN_IDS[0]}  # fmt: skip
     if marker.exists() and json.loads(marker.read_text())["parameters"] == wanted:
         log(f"lake manifest {path}: seeded earlier, reused")
-        return json.loads(marker.read_text())
+        return dict(json.loads(marker.read_text()))
     shutil.rmtree(path, ignore_errors=True)
     manifest = open_manifest(f"lake:{path}", buckets=buckets)
     manifest.create()
@@ -330,7 +321,7 @@ def seed_sqlite(path: Path, days: int, keys_per_day: int) -> dict[str, Any]:
     wanted = {"days": days, "keys_per_day": keys_per_day, "first_batch": BATCH_RUN_IDS[0]}
     if marker.exists() and path.exists() and json.loads(marker.read_text())["parameters"] == wanted:
         log(f"SQLite manifest {path}: seeded earlier, reused")
-        return json.loads(marker.read_text())
+        return dict(json.loads(marker.read_text()))
     path.parent.mkdir(parents=True, exist_ok=True)
     for suffix in ("", "-wal", "-shm", ".seed.json"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
@@ -889,16 +880,16 @@ def main(argv: list[str] | None = None) -> int:
                     f"  round {round_number} {name}: batch 1 {pair[0]['seconds']:.2f} s, batch 2 {pair[1]['seconds']:.2f} s"
                 )
         jobs: dict[str, Any] = {}
-        for name, pairs in runs.items():
+        for name, rounds in runs.items():
             import statistics
 
             jobs[name] = {
-                "batch_seconds": [round(statistics.median(p[b]["seconds"] for p in pairs), 3) for b in (0, 1)],
-                "batch_cpu_seconds": [round(statistics.median(p[b]["cpu_seconds"] for p in pairs), 2) for b in (0, 1)],
-                "other_cores_busy": [max(p[b]["other_cores_busy"] for p in pairs) for b in (0, 1)],
-                "runs": pairs,
+                "batch_seconds": [round(statistics.median(p[b]["seconds"] for p in rounds), 3) for b in (0, 1)],
+                "batch_cpu_seconds": [round(statistics.median(p[b]["cpu_seconds"] for p in rounds), 2) for b in (0, 1)],
+                "other_cores_busy": [max(p[b]["other_cores_busy"] for p in rounds) for b in (0, 1)],
+                "runs": rounds,
             }
-            last = pairs[-1]
+            last = rounds[-1]
             if "manifest" in last[0] and last[0]["manifest"]:
                 jobs[name]["manifest"] = [last[0]["manifest"], last[1]["manifest"]]
                 jobs[name]["cross_batch_copies"] = [cross_batch_copies(last[0]), cross_batch_copies(last[1])]
@@ -948,6 +939,9 @@ def main(argv: list[str] | None = None) -> int:
         }  # fmt: skip
         save()
 
+    def noop_write(frame: Any) -> None:
+        frame.write.format("noop").mode("overwrite").save()
+
     if "pairs" in args.sections:
         # What every manifest check pays before any look-up: the batch's distinct (event_key, fingerprint) pairs,
         # which the job computes from a second read and parse of the input (jobs/dedup/inbatch.delivered_pairs).
@@ -962,12 +956,8 @@ def main(argv: list[str] | None = None) -> int:
             keyed = keyed_pairs(delivered_pairs(read_lines(session.spark, str(batches[b])), fields)).distinct()
             wait_for_quiet(args.quiet_wait)
             pairs[f"batch_{b + 1}"] = {
-                "distinct_pairs_seconds": round(
-                    measured(lambda f=frame: f.write.format("noop").mode("overwrite").save())[0], 3
-                ),
-                "keyed_pairs_seconds": round(
-                    measured(lambda f=keyed: f.write.format("noop").mode("overwrite").save())[0], 3
-                ),
+                "distinct_pairs_seconds": round(measured(functools.partial(noop_write, frame))[0], 3),
+                "keyed_pairs_seconds": round(measured(functools.partial(noop_write, keyed))[0], 3),
                 "passthrough_seconds": session.passthrough(batches[b], out / "pass")["seconds"],
             }
         results["pairs"] = pairs

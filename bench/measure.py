@@ -79,23 +79,29 @@ def measure_in_process(work: Callable[[], Any], pid: int) -> Sample:
     return Sample(seconds, peak_rss_mb(pid) if can_reset else None, result)
 
 
-def tree_rss_mb(root: int) -> float:
-    """Resident memory of a process and all its descendants (a Python driver and the JVM it started)."""
+def process_tree(root: int) -> dict[int, list[str]]:
+    """The `/proc/PID/stat` fields (after the command name) of a process and all its descendants, by pid."""
     parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
+    stats: dict[int, list[str]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         pid = int(stat.parent.name)
-        parents[pid], rss[pid] = int(fields[1]), int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        parents[pid], stats[pid] = int(fields[1]), fields
     members, frontier = {root}, [root]
     while frontier:
         children = [pid for pid, parent in parents.items() if parent in frontier and pid not in members]
         members.update(children)
         frontier = children
-    return sum(rss.get(pid, 0) for pid in members) / 1024 / 1024
+    return {pid: stats[pid] for pid in members if pid in stats}
+
+
+def tree_rss_mb(root: int) -> float:
+    """Resident memory of a process and all its descendants (a Python driver and the JVM it started)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    return sum(int(fields[21]) * page for fields in process_tree(root).values()) / 1024 / 1024
 
 
 def measure_process(command: Sequence[str], env: dict[str, str] | None = None, log: Path | None = None) -> Sample:

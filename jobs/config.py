@@ -70,8 +70,8 @@ class ManifestConfig:
     """How long one DynamoDB request may stay throttled (waited out after botocore's attempts) before the run
     stops."""
     buckets: int = 64
-    """Lake manifest: hash buckets of a manifest `--create` makes (then fixed; about one per 50 million live
-    entries): each bucket is one task of the check."""
+    """Lake manifest: hash buckets of a manifest `--create` makes (then fixed): each bucket is one task of the
+    check and one file per segment; aim for 2-50 million live entries a bucket."""
 
     def __post_init__(self) -> None:
         limits = (("ttl_days", 1, 36_500), ("concurrency", 1, 256), ("max_attempts", 1, 100),

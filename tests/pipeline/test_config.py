@@ -32,7 +32,7 @@ def test_no_file_means_the_defaults() -> None:
     [
         (
             {"manifest": {"ttl": 3}},
-            "unknown key 'manifest.ttl'; allowed keys in manifest: concurrency, cross_batch_synthetic, max_attempts, throttle_patience_seconds, ttl_days, uri",
+            "unknown key 'manifest.ttl'; allowed keys in manifest: buckets, concurrency, cross_batch_synthetic, max_attempts, throttle_patience_seconds, ttl_days, uri",
         ),
         ({"manifest": {"ttl_days": 0}}, "manifest.ttl_days: given 0; allowed: a whole number from 1 to 36500"),
         ({"manifest": {"ttl_days": "30"}}, 'manifest.ttl_days: given "30"; allowed: a whole number'),
