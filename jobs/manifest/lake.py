@@ -73,6 +73,21 @@ ENTRY_KEYS = ("id_hi", "id_lo")
 _COLUMNS_SQL = ", ".join(f"{name} {kind}" for name, kind in LAKE_COLUMNS)
 
 
+def _bucketing(buckets: int) -> str:
+    """The table clause that makes Spark write, and read, a segment as one file per bucket of the event id."""
+    return f"CLUSTERED BY ({', '.join(ENTRY_KEYS)}) SORTED BY ({', '.join(ENTRY_KEYS)}) INTO {buckets} BUCKETS"
+
+
+def _stale(segments: dict[str, tuple[int, ...]]) -> Column:
+    """True for the rows of a registered table (column `segment`) that no longer count where they lie: the runs
+    each segment holds stale rows of (`State.stale_in`)."""
+    stale = F.lit(False)
+    for name, runs in segments.items():
+        if runs:
+            stale = stale | ((F.col("segment") == name) & F.col("etl_time").isin(*runs))
+    return stale
+
+
 def id_halves(event_key: Column) -> tuple[Column, Column]:
     """The two signed 64-bit halves of a lower-case UUID's 128 bits (built-in functions only: no Python per row).
 
@@ -281,9 +296,8 @@ class LakeManifest(Manifest):
         if (local := store.local_path(path)) is not None:
             os.makedirs(local)  # else Spark warns, twice, that the table's location is not there
         table = f"winnow_lake_{uuid.uuid4().hex}"
-        bucketing = f"CLUSTERED BY ({', '.join(ENTRY_KEYS)}) SORTED BY ({', '.join(ENTRY_KEYS)}) INTO {buckets} BUCKETS"
         spark.sql(
-            f"CREATE TABLE {table} ({_COLUMNS_SQL}) USING parquet OPTIONS (compression 'zstd') {bucketing} "
+            f"CREATE TABLE {table} ({_COLUMNS_SQL}) USING parquet OPTIONS (compression 'zstd') {_bucketing(buckets)} "
             f"LOCATION '{self._spark_path(path)}'"
         )
         try:
@@ -323,13 +337,9 @@ class LakeManifest(Manifest):
             flagged = keyed.select("*", F.lit(False).alias("natural"), F.lit(False).alias("delivered"))
         else:
             self._register(spark, table, buckets, live)
-            stale = F.lit(False)
-            for name, runs in live.items():
-                if runs:
-                    stale = stale | ((F.col("segment") == name) & F.col("etl_time").isin(*runs))
             earlier = (
                 spark.table(table)
-                .where((F.col("etl_time") < run.etl_time) & (F.col("ttl") > run.etl_time) & ~stale)
+                .where((F.col("etl_time") < run.etl_time) & (F.col("ttl") > run.etl_time) & ~_stale(live))
                 .select(*ENTRY_KEYS, F.col("fingerprint").alias("earlier_fp"))
             )
             # The batch's pairs of a bucket are the hash table; the bucket's entries stream past it.
@@ -375,10 +385,9 @@ class LakeManifest(Manifest):
         return ManifestCheck(answers=answers, stats=figures, record=record, release=release)
 
     def _register(self, spark: SparkSession, table: str, buckets: int, segments: dict[str, tuple[int, ...]]) -> None:
-        bucketing = f"CLUSTERED BY ({', '.join(ENTRY_KEYS)}) SORTED BY ({', '.join(ENTRY_KEYS)}) INTO {buckets} BUCKETS"
         spark.sql(
             f"CREATE TABLE {table} ({_COLUMNS_SQL}, segment STRING) USING parquet PARTITIONED BY (segment) "
-            f"{bucketing} LOCATION '{self._spark_path(f'{self.root}/{LAKE_SEGMENTS}')}'"
+            f"{_bucketing(buckets)} LOCATION '{self._spark_path(f'{self.root}/{LAKE_SEGMENTS}')}'"
         )
         partitions = " ".join(
             f"PARTITION (segment='{name}') LOCATION '{self._spark_path(self._segment_path(name))}'" for name in segments
@@ -421,11 +430,7 @@ class LakeManifest(Manifest):
             table = f"winnow_lake_{uuid.uuid4().hex}"
             self._register(spark, table, state.buckets, live)
             try:
-                stale = F.lit(False)
-                for name, stale_runs in live.items():
-                    if stale_runs:
-                        stale = stale | ((F.col("segment") == name) & F.col("etl_time").isin(*stale_runs))
-                rows = spark.table(table).where(~stale).drop("segment")
+                rows = spark.table(table).where(~_stale(live)).drop("segment")
                 name = f"day-{datetime.fromtimestamp(day * SECONDS_PER_DAY, UTC):%Y-%m-%d}.{uuid.uuid4().hex[:8]}"
                 segment = self.write_segment(rows, name, state.buckets)
             finally:
@@ -465,17 +470,19 @@ class LakeManifest(Manifest):
         ttl = F.col(f"Item.{DYNAMODB_TTL}.N").cast("long")
         usable = event_key.rlike(UUID_PATTERN) & fingerprint.isNotNull() & etl_time.isNotNull() & ttl.isNotNull()
         high, low = id_halves(event_key)
-        entries = items.where(usable).select(
-            high.alias("id_hi"), low.alias("id_lo"), F.xxhash64(fingerprint).alias("fingerprint"),
-            etl_time.alias("etl_time"), ttl.alias("ttl"),
+        # Read once (an export can be large): every item, with the entry it makes if it is usable.
+        converted = items.select(
+            usable.alias("usable"), high.alias("id_hi"), low.alias("id_lo"),
+            F.xxhash64(fingerprint).alias("fingerprint"), etl_time.alias("etl_time"), ttl.alias("ttl"),
         ).persist(StorageLevel.MEMORY_AND_DISK)  # fmt: skip
         try:
-            read = items.count()
+            read = converted.count()
+            entries = converted.where("usable").drop("usable")
             name = f"dynamodb-export-{run_id}.{uuid.uuid4().hex[:8]}"
             segment = self.write_segment(entries, name, state.buckets)
             ttls = {row[0]: row[1] for row in entries.groupBy("etl_time").agg(F.max("ttl")).collect()}
         finally:
-            entries.unpersist()
+            converted.unpersist()
         runs = {t: RunEntries(t, f"dynamodb-export {run_id}", ttls[t], name) for t in segment.runs}
         self.commit(State(state.commit, state.buckets, {name: segment}, runs), state, "populate-manifest", run_id)
         return {"items": read, "entries": segment.keys, "skipped": read - segment.keys}

@@ -219,8 +219,8 @@ def test_a_dynamodb_export_moves_into_a_lake_manifest(spark: SparkSession, tmp_p
     assert [(r["etl_time"], r["ttl"]) for r in commit["runs"]] == [(epoch(RUN_1), int(ttl))]
     assert commit["segments"][0]["keys"] == 2
     second = dedup(write_batch(tmp_path / "b2", BATCH_2), tmp_path / "out", RUN_2, f"lake:{root}", config(tmp_path))
-    assert second["by_reason"]["duplicates"] == {"cross_batch_natural": 1, "in_batch_natural": 1}
-    assert second["synthetic"]["by_reason"]["cross_batch_synthetic"] == 1
+    assert second["content"]["duplicates"] == sorted([BATCH_2[0], BATCH_2[3]])  # A/a1 from the table, D/d1 again
+    assert second["content"]["good"] == sorted([reidentified(BATCH_2[1]), BATCH_2[2], BATCH_2[4]])  # B/b2 re-id'd
     # Only into an empty lake manifest: a second load would mix two histories.
     with pytest.raises(ManifestError, match="already holds 2 run\\(s\\); a DynamoDB export is loaded into an empty"):
         open_manifest(f"lake:{root}").import_dynamodb_export(spark, str(data), RUN_2)  # type: ignore[attr-defined]
@@ -234,7 +234,8 @@ def test_populate_manifest_fills_a_lake_manifest(spark: SparkSession, tmp_path: 
     assert main([*argv, "--config", settings]) == 0  # idempotent: the redo replaces its own segment
     assert [s["keys"] for s in commits(root)[-1]["segments"]] == [3]
     second = dedup(write_batch(tmp_path / "b2", BATCH_2), tmp_path / "out", RUN_2, f"lake:{root}", settings)
-    assert second["by_reason"]["duplicates"] == {"cross_batch_natural": 1, "in_batch_natural": 1}
+    assert second["content"]["duplicates"] == sorted([BATCH_2[0], BATCH_2[3]])
+    assert second["content"]["good"] == sorted([reidentified(BATCH_2[1]), BATCH_2[2], BATCH_2[4]])
 
 
 @pytest.mark.parametrize(
