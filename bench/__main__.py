@@ -122,6 +122,17 @@ class SparkBench:
                 "shred (legacy layout)": self.timed(
                     lambda: c.shred(spark, config, str(source), str(out / "shred-legacy"), "legacy")
                 ),
+                "shred (TSV, Iglu)": self.timed(
+                    lambda: c.shred(spark, config, str(source), str(out / "shred-tsv"), "rdb", "shred-tsv", iglu=True)
+                ),
+                "shred (wide-row Parquet)": self.timed(
+                    lambda: c.shred(spark, config, str(source), str(out / "parquet"), "rdb", "widerow-parquet")
+                ),
+                "shred (wide-row Parquet, typed)": self.timed(
+                    lambda: c.shred(
+                        spark, config, str(source), str(out / "parquet-typed"), "rdb", "widerow-parquet", iglu=True
+                    )
+                ),
                 "run (dedup + shred)": self.timed(lambda: c.run_pipeline(spark, config, str(source), str(out / "run"))),
             })  # fmt: skip
         return cases

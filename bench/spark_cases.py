@@ -9,12 +9,13 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.config import JobConfig, ShredLayout
+from jobs.config import JobConfig, ShredFormat, ShredLayout
 from jobs.dedup import inbatch
 from jobs.dedup import job as dedup_job
 from jobs.enriched.parse import field, is_valid, parse_events
@@ -57,10 +58,22 @@ def dedup(
     return dedup_job.run(spark, config, input_path, output_path, RUN_ID, create_manifest=create_manifest)
 
 
+IGLU_CONFIG = str(Path(__file__).resolve().parent.parent / "iglu" / "resolver.json")
+
+
 def shred(
-    spark: SparkSession, config: JobConfig, input_path: str, output_path: str, layout: ShredLayout = "rdb"
+    spark: SparkSession,
+    config: JobConfig,
+    input_path: str,
+    output_path: str,
+    layout: ShredLayout = "rdb",
+    output_format: ShredFormat = "shred",
+    iglu: bool = False,
 ) -> dict[str, Any]:
-    return shred_job.run(spark, config, input_path, output_path, RUN_ID, layout=layout)
+    """The shred job; `iglu`: with the resolver config shipped in `iglu/` (TSV columns, typed Parquet columns)."""
+    if iglu:
+        config = dataclasses.replace(config, shred=dataclasses.replace(config.shred, iglu_config=IGLU_CONFIG))
+    return shred_job.run(spark, config, input_path, output_path, RUN_ID, output_format=output_format, layout=layout)
 
 
 def run_pipeline(spark: SparkSession, config: JobConfig, input_path: str, output_path: str) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from jobs.errors import InvalidConfigError
 SyntheticStrategy = Literal["reid", "quarantine", "keep-first", "keep-last", "drop", "off"]
 SYNTHETIC_STRATEGIES: tuple[str, ...] = get_args(SyntheticStrategy)
 Compression = Literal["none", "gzip"]
-ShredFormat = Literal["shred", "widerow", "widerow-parquet"]
+ShredFormat = Literal["shred", "shred-tsv", "widerow", "widerow-parquet"]
 SHRED_FORMATS: tuple[str, ...] = get_args(ShredFormat)
 ShredLayout = Literal["rdb", "legacy"]
 SHRED_LAYOUTS: tuple[str, ...] = get_args(ShredLayout)
@@ -144,9 +144,30 @@ class ShredConfig:
 
     format: ShredFormat = "shred"
     """shred: the atomic events and one JSON line per entity, a folder per type (RDB Loader's Redshift loader);
-    widerow: one JSON line per event (its Snowflake and Databricks loaders); widerow-parquet: the same in Parquet."""
+    shred-tsv: the same with entities as TSV lines whose columns come from their schemas (needs `iglu_config`);
+    widerow: one JSON line per event (its Snowflake and Databricks loaders); widerow-parquet: the same in Parquet,
+    entity columns typed from their schemas when `iglu_config` is set."""
     layout: ShredLayout = "rdb"
     """rdb: what RDB Loader 6.x reads, with the shredding_complete message; legacy: the R30-era RDB Shredder's."""
+    iglu_config: str | None = None
+    """An Iglu resolver config (`iglu:com.snowplowanalytics.iglu/resolver-config/jsonschema/1-0-*`), a local path
+    or s3:// URI; `--iglu-config` overrides. Needed for TSV shredding and typed wide-row Parquet."""
+    tsv: tuple[str, ...] = ()
+    """Schema criteria (`iglu:V/N/F/M-R-A`, `*` for M, R or A) shredded as TSV by `--format shred`."""
+    json: tuple[str, ...] = ()
+    """Schema criteria shredded as JSON by `--format shred-tsv`."""
+    skip: tuple[str, ...] = ()
+    """Schema criteria whose entities the shred formats do not write (the wide rows keep them)."""
+
+    def __post_init__(self) -> None:
+        from jobs.iglu.criterion import SchemaCriterion
+
+        for name in ("tsv", "json", "skip"):
+            for i, text in enumerate(getattr(self, name)):
+                try:
+                    SchemaCriterion.parse(text)
+                except ValueError as err:
+                    raise InvalidConfigError(f"shred.{name}[{i}]: {err}") from None
 
 
 @dataclass(frozen=True)
@@ -186,7 +207,7 @@ def load_config(path: str | Path | None) -> JobConfig:
         return JobConfig()
     source = str(path)
     try:
-        data = json.loads(_read_text(source))
+        data = json.loads(read_text(source))
     except FileNotFoundError:
         raise InvalidConfigError(f"config file {source} does not exist") from None
     except json.JSONDecodeError as err:
@@ -194,15 +215,40 @@ def load_config(path: str | Path | None) -> JobConfig:
     except RecursionError:
         raise InvalidConfigError(f"config file {source} nests too deeply to be a job config") from None
     try:
-        return config_from_dict(JobConfig, data)
+        config = config_from_dict(JobConfig, data)
     except InvalidConfigError as err:
         raise InvalidConfigError(f"{source}: {err}") from None
     except RecursionError:
         raise InvalidConfigError(f"config file {source} nests too deeply to be a job config") from None
+    iglu_config = config.shred.iglu_config
+    if iglu_config is not None and not _is_absolute(iglu_config):
+        # relative to the config file: a deployed config.json names the resolver config deployed beside it
+        resolved = relative_to(source, iglu_config)
+        config = dataclasses.replace(config, shred=dataclasses.replace(config.shred, iglu_config=resolved))
+    return config
 
 
-def _read_text(source: str) -> str:
-    """A local file, or an `s3://bucket/key` object (how EMR runs get the config deployed with the code)."""
+def _is_absolute(path: str) -> bool:
+    return "://" in path or path.startswith(("/", "file:"))
+
+
+def relative_to(source: str, path: str) -> str:
+    """`path` relative to the folder of the file `source` (a local path or an `s3://` URI)."""
+    if "://" in source:
+        folder = source.rsplit("/", 1)[0]
+        parts = folder.split("/")
+        for part in path.split("/"):
+            if part == "..":
+                parts.pop()
+            elif part not in ("", "."):
+                parts.append(part)
+        return "/".join(parts)
+    return str((Path(source).parent / path).resolve())
+
+
+def read_text(source: str) -> str:
+    """A local file, or an `s3://bucket/key` object (how EMR runs get the config, and the Iglu resolver config and
+    schemas, deployed with the code). Raises FileNotFoundError when it does not exist."""
     if source.startswith("s3://"):
         import boto3
 

@@ -5,7 +5,9 @@ Writes to OUT (default dist/package/):
 - deps.tar.gz: requirements-jobs.txt installed with pip into a folder and archived (pure Python only, so
   no Docker and no Amazon Linux build host is needed; a compiled wheel is refused);
 - emr_main.py: the spark-submit entry point;
-- build.json: the jobs version and the SHA-256 of each file.
+- iglu/: the repository's `iglu/` folder (the Iglu resolver config `iglu/resolver.json` and the embedded schemas
+  under `iglu/embedded/schemas/`), copied byte for byte with the same relative paths;
+- build.json: the jobs version and the SHA-256 of each file, by its path in the build.
 The deployed version is `<jobs version>-<hash of these files and the env's job config>` (cdk/components/job_artifacts.py).
 """
 
@@ -24,7 +26,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from cdk.artifact_layout import BUILD_INFO, DEPS_ARCHIVE, ENTRYPOINT, PACKAGE_ZIP
+from cdk.artifact_layout import BUILD_INFO, DEPS_ARCHIVE, ENTRYPOINT, IGLU_DIR, IGLU_RESOLVER, PACKAGE_ZIP
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # zip entries carry no build time, so a rebuild is byte-identical
@@ -60,6 +62,52 @@ def build_package_zip(out: Path, root: Path = ROOT) -> None:
             info.external_attr = 0o644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, path.read_bytes())
+
+
+def iglu_files(root: Path = ROOT) -> list[str]:
+    """The files of `iglu/` to ship, as sorted POSIX paths relative to `root` (`iglu/...`); hidden files and
+    folders (`.DS_Store`, `.gitkeep`, ...) stay out.
+
+    Raises:
+        SystemExit: there is no `iglu/resolver.json`, it is not a valid Iglu resolver config, or one of its
+            embedded repositories is a local folder outside `iglu/` (it would not be deployed).
+    """
+    from jobs.errors import InvalidConfigError
+    from jobs.iglu.resolver import EmbeddedRepository, Resolver
+
+    config = root / IGLU_RESOLVER
+    if not config.is_file():
+        raise SystemExit(f"{config}: missing; allowed: an Iglu resolver config (the shred job's default on EMR)")
+    try:
+        resolver = Resolver.from_config(config.read_text(encoding="utf-8"), str(config), label="iglu config")
+    except InvalidConfigError as err:
+        raise SystemExit(str(err)) from None
+    folder = root / IGLU_DIR
+    local = [
+        repo
+        for repo in resolver.repositories
+        if isinstance(repo, EmbeddedRepository) and "://" not in repo.path and not repo.path.startswith("file:")
+    ]
+    for repo in local:
+        if not Path(repo.path).resolve().is_relative_to(folder.resolve()):
+            raise SystemExit(
+                f"iglu config {config}: repository {repo.name!r} is the local folder {repo.path}, which is not "
+                f"deployed; allowed: a folder under {folder} (relative to the config), an s3:// URI, or an http "
+                "repository"
+            )
+    return sorted(
+        path.relative_to(root).as_posix()
+        for path in folder.rglob("*")
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+    )
+
+
+def copy_files(names: list[str], out_dir: Path, root: Path = ROOT) -> None:
+    """Copy files (paths relative to `root`) to the same paths under `out_dir`: content only, no times or modes."""
+    for name in names:
+        target = out_dir / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((root / name).read_bytes())
 
 
 def pip_install_command(requirements: Path, target: Path, platform: str) -> list[str]:
@@ -121,11 +169,13 @@ def build(
     Returns:
         The build info written to build.json.
     """
+    iglu = iglu_files(root)  # checked before anything is removed or built
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
     build_package_zip(out_dir / PACKAGE_ZIP, root)
     shutil.copyfile(root / "jobs" / "entrypoints" / ENTRYPOINT, out_dir / ENTRYPOINT)
+    copy_files(iglu, out_dir, root)
     if requirements is None:
         with tempfile.TemporaryDirectory() as empty:
             write_tar(out_dir / DEPS_ARCHIVE, Path(empty))
@@ -136,7 +186,7 @@ def build(
         "dependencies": requirements.name if requirements else None,
         "sha256": {
             name: hashlib.sha256((out_dir / name).read_bytes()).hexdigest()
-            for name in (PACKAGE_ZIP, DEPS_ARCHIVE, ENTRYPOINT)
+            for name in (PACKAGE_ZIP, DEPS_ARCHIVE, ENTRYPOINT, *iglu)
         },
     }
     (out_dir / BUILD_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -150,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--platform", default="manylinux2014_x86_64", help="pip --platform of the EMR workers")
     args = parser.parse_args(argv)
     info = build(args.out, requirements=args.requirements, platform=args.platform)
-    print(f"built {args.out}: jobs {info['jobs_version']}, {len(package_files())} package files")
+    print(
+        f"built {args.out}: jobs {info['jobs_version']}, {len(package_files())} package files, "
+        f"{len(iglu_files())} iglu files"
+    )
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Versioned, immutable job artifacts: the packaged jobs, dependencies, entry point and job config on S3."""
+"""Versioned, immutable job artifacts: the packaged jobs, dependencies, entry point, Iglu resolver config and
+embedded schemas, and job config on S3."""
 
 from __future__ import annotations
 
@@ -14,7 +15,17 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct
 
-from cdk.artifact_layout import BUILD_FILES, BUILD_INFO, CONFIG, DEPS_ARCHIVE, DEPS_DIR, ENTRYPOINT, PACKAGE_ZIP
+from cdk.artifact_layout import (
+    BUILD_FILES,
+    BUILD_INFO,
+    CONFIG,
+    DEPS_ARCHIVE,
+    DEPS_DIR,
+    ENTRYPOINT,
+    IGLU_DIR,
+    IGLU_RESOLVER,
+    PACKAGE_ZIP,
+)
 from cdk.errors import ArtifactsNotBuiltError
 from cdk.nag import acknowledge, resource_finding
 
@@ -26,16 +37,16 @@ class JobArtifactsProps:
     bucket: s3.IBucket
     """The artifacts bucket."""
     build_dir: Path
-    """The output of `make package` (the files of `cdk.artifact_layout.BUILD_FILES`)."""
+    """The output of `make package` (the files of `cdk.artifact_layout.BUILD_FILES` and the `iglu/` folder),
+    uploaded as a whole."""
     job_config: Mapping[str, Any]
     """The jobs' config (the env config's validated `jobs` section), deployed as `config.json`."""
     key_prefix: str = "jobs/"
     """Versions live under `<key_prefix><version>/`."""
 
 
-def artifacts_version(build_dir: Path, job_config: Mapping[str, Any]) -> str:
-    """`<jobs version>-<12 hex>`: the hash covers every built file and the job config, so any change to code,
-    dependencies or config is a new version, and an unchanged build keeps its version.
+def built_files(build_dir: Path) -> list[str]:
+    """The files of a build as paths relative to it: `BUILD_FILES`, then every other file under `iglu/` (sorted).
 
     Raises:
         ArtifactsNotBuiltError: `build_dir` lacks a file of the build (run `make package`).
@@ -45,8 +56,21 @@ def artifacts_version(build_dir: Path, job_config: Mapping[str, Any]) -> str:
         raise ArtifactsNotBuiltError(
             f"job artifacts in {build_dir}: missing {', '.join(missing)}; run `make package` first"
         )
+    iglu = sorted(
+        path.relative_to(build_dir).as_posix() for path in (build_dir / IGLU_DIR).rglob("*") if path.is_file()
+    )
+    return [*BUILD_FILES, *(name for name in iglu if name != IGLU_RESOLVER)]
+
+
+def artifacts_version(build_dir: Path, job_config: Mapping[str, Any]) -> str:
+    """`<jobs version>-<12 hex>`: the hash covers every built file (the Iglu schemas too) and the job config, so
+    any change to code, dependencies, schemas or config is a new version, and an unchanged build keeps its version.
+
+    Raises:
+        ArtifactsNotBuiltError: `build_dir` lacks a file of the build (run `make package`).
+    """
     digest = hashlib.sha256()
-    for name in BUILD_FILES:
+    for name in built_files(build_dir):
         digest.update(name.encode() + b"\0" + hashlib.sha256((build_dir / name).read_bytes()).digest())
     digest.update(json.dumps(job_config, sort_keys=True).encode())
     jobs_version = json.loads((build_dir / BUILD_INFO).read_text(encoding="utf-8"))["jobs_version"]

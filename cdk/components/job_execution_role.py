@@ -110,10 +110,12 @@ class JobExecutionRole(Construct):
                     )
         # Listing is not scoped to the prefixes: without s3:ListBucket, S3 answers 403 instead of 404 for a
         # missing key, which Hadoop file systems report as an error (e.g. when checking an output folder); the
-        # lake manifest, too, looks for keys that may not exist (its descriptor, `_commits` before the first one).
+        # lake manifest, too, looks for keys that may not exist (its descriptor, `_commits` before the first one),
+        # and so does the Iglu resolver in the deployed embedded schemas (a missing schema must be NotFound).
         buckets = {
             props.input_bucket.bucket_name: props.input_bucket,
             props.output_bucket.bucket_name: props.output_bucket,
+            props.artifacts_bucket.bucket_name: props.artifacts_bucket,
         }
         if props.manifest_bucket is not None:
             buckets[props.manifest_bucket.bucket_name] = props.manifest_bucket

@@ -7,7 +7,7 @@ from typing import Any
 
 from jobs.cli import add_run_options, run_spark_job
 from jobs.commands.dedup import add_dedup_options, add_incremental_options, incremental_window, with_dedup_options
-from jobs.commands.shred import add_format_option
+from jobs.commands.shred import add_format_option, with_iglu_config
 from jobs.config import JobConfig
 from jobs.lake import absolute, check_apart
 
@@ -62,7 +62,9 @@ def handle(args: argparse.Namespace) -> int:
         )
         return {"run_id": run_id, "dedup": deduplicated, "shred": shredded}
 
-    return run_spark_job(args, pipeline, render, lambda config: with_dedup_options(args, config))
+    return run_spark_job(
+        args, pipeline, render, lambda config: with_iglu_config(args, with_dedup_options(args, config))
+    )
 
 
 def render(summary: dict[str, Any]) -> str:

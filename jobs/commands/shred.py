@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from jobs.cli import add_run_options, run_spark_job
+from jobs.config import JobConfig
 
 FORMAT_HELP = (
     "shred (the default) = the atomic events (128-column TSV) and one JSON line per entity (with its hierarchy) in a "
-    "folder per entity type; widerow = one JSON line per event; widerow-parquet = the same columns in Parquet"
+    "folder per entity type; shred-tsv = the same with entities as TSV lines whose columns come from their Iglu "
+    "schemas (needs --iglu-config); widerow = one JSON line per event; widerow-parquet = the same columns in Parquet"
 )
 LAYOUT_HELP = (
     "rdb (the default) = what Snowplow's RDB Loader 6.x reads: output=good/vendor=…/name=…/format=…/model=…/revision=…/"
@@ -25,6 +28,19 @@ def add_format_option(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--format", choices=SHRED_FORMATS, help=f"{FORMAT_HELP} (default: shred.format of the config)")
     parser.add_argument("--layout", choices=SHRED_LAYOUTS, help=f"{LAYOUT_HELP} (default: shred.layout of the config)")
+    parser.add_argument(
+        "--iglu-config",
+        metavar="FILE",
+        help="an Iglu resolver config (resolver-config 1-0-*: embedded and HTTP repositories), local or s3://; "
+        "needed by --format shred-tsv, types the entity columns of widerow-parquet (default: shred.iglu_config)",
+    )
+
+
+def with_iglu_config(args: argparse.Namespace, config: JobConfig) -> JobConfig:
+    """`config` with `--iglu-config`, when given, as `shred.iglu_config`."""
+    if args.iglu_config is None:
+        return config
+    return dataclasses.replace(config, shred=dataclasses.replace(config.shred, iglu_config=args.iglu_config))
 
 
 def register(subparsers: Any) -> None:
@@ -52,4 +68,5 @@ def handle(args: argparse.Namespace) -> int:
             spark, config, args.input, args.output, run_id, progress, output_format=args.format, layout=args.layout
         ),
         job.render,
+        lambda config: with_iglu_config(args, config),
     )

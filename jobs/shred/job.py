@@ -31,6 +31,9 @@ from jobs.config import ShredLayout as Layout
 from jobs.contract import SUCCESS_MARKER, SUMMARY
 from jobs.enriched.parse import bad_row_json, field, has_all_fields, parse_events
 from jobs.errors import InvalidArgumentError
+from jobs.iglu.criterion import SchemaCriterion
+from jobs.iglu.resolver import Resolver
+from jobs.iglu.tsv import tsv_line
 from jobs.lake import FileSystem, RunFolder, absolute, check_apart, open_input, require_input
 from jobs.runs import run_timestamp
 from jobs.shred import message, rdb
@@ -45,7 +48,8 @@ from jobs.shred.entities import (
     shredded_line,
     typed_entities,
 )  # fmt: skip
-from jobs.shred.widerow import WIDEROW_FOLDER
+from jobs.shred.plan import ShredPlan, check_resolver, iglu_failures, is_skipped, needs_resolver, plan_types
+from jobs.shred.widerow import WIDEROW_FOLDER, event_json
 from jobs.summary import table
 
 TYPE_COLUMNS = ("vendor", "name", "format", "version")
@@ -130,6 +134,12 @@ class Written:
     min_tstamp: str | None
     max_tstamp: str | None
     """The earliest and latest collector_tstamp of the good events (as written; null without good events)."""
+    iglu_bad: int = 0
+    """Of `bad`: the events whose entity schemas could not be resolved (`loader_iglu_error` rows)."""
+    skipped_entities: int = 0
+    """Entities of good events not written: their type is on the `shred.skip` list."""
+    iglu_notes: tuple[str, ...] = ()
+    """One line per schema that could not be resolved or used."""
 
 
 def run(
@@ -171,6 +181,12 @@ def run(
         raise InvalidArgumentError(f"--format: given {output_format!r}; allowed: {', '.join(SHRED_FORMATS)}")
     if layout not in SHRED_LAYOUTS:
         raise InvalidArgumentError(f"--layout: given {layout!r}; allowed: {', '.join(SHRED_LAYOUTS)}")
+    if layout == "legacy" and needs_resolver(output_format, config.shred):
+        raise InvalidArgumentError(
+            f"--format {output_format} with shred.tsv: TSV shredding writes the rdb layout; given --layout legacy; "
+            "allowed: --layout rdb"
+        )
+    resolver = check_resolver(output_format, config.shred)  # before any work: a bad resolver config fails fast
     started_at, started = datetime.now(UTC), time.monotonic()
     run_time = run_timestamp(run_id)
     input_path, output_path = shred_input(spark, absolute(input_path)), absolute(output_path)
@@ -186,15 +202,18 @@ def run(
         folder.clear()
         progress(f"reading and shredding {input_path} ({layout} layout)")
         decided = shred_events(parsed, layout)
-        if output_format == "shred":
-            written = _write_shredded(folder, decided, run_time, config.output.compression, layout)
+        if output_format in ("shred", "shred-tsv"):
+            written = _write_shredded(folder, decided, run_time, config, output_format, layout, resolver, progress)
         else:
-            written = _write_wide_rows(folder, decided, run_time, config, output_format, layout, progress)
+            written = _write_wide_rows(folder, decided, run_time, config, output_format, layout, resolver, progress)
 
         summary: dict[str, Any] = {
             "counts": {"input": written.good + written.bad, "good": written.good, "bad": written.bad},
             "entities": sum(written.shredded_types.values()),
             "shredded_types": dict(sorted(written.shredded_types.items())),
+            "skipped_entities": written.skipped_entities,
+            "bad_rows": _bad_rows(written, layout),
+            "iglu": {"config": config.shred.iglu_config, "failures": list(written.iglu_notes)},
             "job": "shred",
             "version": __version__,
             "run_id": run_id,
@@ -213,6 +232,13 @@ def run(
     return summary
 
 
+def _bad_rows(written: Written, layout: Layout) -> dict[str, int]:
+    """Bad rows per kind: every bad input line is one of them."""
+    if layout == "legacy":
+        return {"bad": written.bad}
+    return {"loader_parsing_error": written.bad - written.iglu_bad, "loader_iglu_error": written.iglu_bad}
+
+
 def _hand_over(
     folder: RunFolder,
     written: Written,
@@ -223,7 +249,7 @@ def _hand_over(
 ) -> dict[str, Any]:
     """Write `shredding_complete.json` and send it to `output.queue` (before `_SUCCESS`: a run whose message was
     not sent is not complete, and its rerun sends it again; the loader's own manifest skips a loaded folder)."""
-    widerow = output_format != "shred"
+    widerow = output_format not in ("shred", "shred-tsv")
     document = message.shredding_complete(
         base=message.base_uri(folder.path),
         transformation="WIDEROW" if widerow else "SHREDDED",
@@ -273,8 +299,9 @@ def shred_input(spark: SparkSession, path: str) -> str:
     return path
 
 
-def _observed_counts(decided: DataFrame) -> tuple[DataFrame, Observation]:
-    """`decided` observed while written: good and bad lines, and the good events' collector_tstamp range."""
+def _observed_counts(decided: DataFrame, *extra: Column) -> tuple[DataFrame, Observation]:
+    """`decided` observed while written: good and bad lines, the good events' collector_tstamp range, and `extra`
+    aggregates."""
     observation = Observation("shred counts")
     good = F.col("good")
     return (
@@ -282,40 +309,101 @@ def _observed_counts(decided: DataFrame) -> tuple[DataFrame, Observation]:
             observation,
             F.count_if(good).alias("good"),
             F.count_if(~good).alias("bad"),
-            F.min("collector_tstamp").alias("min_tstamp"),
-            F.max("collector_tstamp").alias("max_tstamp"),
+            F.min(F.when(good, F.col("collector_tstamp"))).alias("min_tstamp"),
+            F.max(F.when(good, F.col("collector_tstamp"))).alias("max_tstamp"),
+            *extra,
         ),
         observation,
     )
 
 
 def _write_shredded(
-    folder: RunFolder, decided: DataFrame, run_time: datetime, compression: str, layout: Layout
+    folder: RunFolder,
+    decided: DataFrame,
+    run_time: datetime,
+    config: JobConfig,
+    output_format: ShredFormat,
+    layout: Layout,
+    resolver: Resolver | None,
+    progress: Progress,
 ) -> Written:
     """The atomic events, the entity lines and the bad rows in one pass over the input: each line becomes its
     output lines.
 
     Good and bad are counted while written (`observe`), and so are the rdb layout's entity types (a small set,
     for the loader's message); entity lines per type are counted from the files written (one small aggregation
-    per file), so nothing is persisted or read twice.
+    per file). TSV shredding needs each type's columns before writing: the decided lines are then persisted,
+    their distinct types collected and resolved on the driver (`plan_types`), and written from the persisted copy.
     """
-    observed, counts = _observed_counts(decided)
+    compression = config.output.compression
     spark = decided.sparkSession
     if layout == "legacy":
+        observed, counts = _observed_counts(decided)
         written = shredded_outputs(observed, run_time)
         folder.write_text_split(written, [ATOMIC_EVENTS, SHREDDED_TYPES, "bad"], compression, "folder")
-        loader_types: list[message.LoaderType] = []  # no loader message in the legacy layout
         per_type = _lines_per_type(spark, f"{folder.path}/{SHREDDED_TYPES}", TYPE_COLUMNS)
-    else:
+        figures = counts.get
+        return Written(
+            figures["good"], figures["bad"], per_type, [], figures["min_tstamp"], figures["max_tstamp"]
+        )  # no loader message in the legacy layout
+    plan = ShredPlan(skip=tuple(_skip_criteria(config)))
+    persisted = needs_resolver(output_format, config.shred)
+    if persisted:
+        decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        if persisted:
+            progress("collecting the entity types, to look their schemas up")
+            uris = [row["uri"] for row in _entity_uris(decided.where("good")).distinct().collect()]
+            plan = plan_types(uris, output_format, config.shred, resolver, run_time)
+            progress(f"{len(plan.tsv)} types as TSV, {len(plan.failures)} without a usable schema")
+            for note in plan.notes:
+                progress(f"iglu: {note}")
+        marked = with_iglu_failures(decided, plan)
+        skipped = F.sum(
+            F.when(F.col("good"), F.size(F.filter("entities", lambda e: is_skipped(_schema_key(e), plan.skip))))
+        )
+        observed, counts = _observed_counts(
+            marked, F.count_if(F.col("iglu_failure").isNotNull()).alias("iglu_bad"), skipped.alias("skipped")
+        )
         types = Observation("shred types")
         collected = F.array_join(F.array_sort(F.collect_set("type_key")), "\n")
-        lines = rdb_outputs(observed).observe(types, collected.alias("types")).select("folder", "text")
+        lines = rdb_outputs(observed, plan).observe(types, collected.alias("types")).select("folder", "text")
         folder.write_text_split(lines, [rdb.GOOD, rdb.BAD], compression, "folder")
-        loader_types = [_loader_type(key, "JSON") for key in types.get["types"].split("\n") if key]
-        per_type = _rdb_lines_per_type(spark, f"{folder.path}/{rdb.GOOD}", loader_types)
+    finally:
+        if persisted:
+            decided.unpersist()
+    keys = [key for key in types.get["types"].split("\n") if key]
+    loader_types = [_loader_type(key, "TSV" if key.split("\t")[1] in plan.tsv else "JSON") for key in keys]
+    per_type = _rdb_lines_per_type(spark, f"{folder.path}/{rdb.GOOD}", loader_types)
     figures = counts.get
     return Written(
-        figures["good"], figures["bad"], per_type, loader_types, figures["min_tstamp"], figures["max_tstamp"]
+        figures["good"],
+        figures["bad"],
+        per_type,
+        loader_types,
+        figures["min_tstamp"],
+        figures["max_tstamp"],
+        figures["iglu_bad"],
+        figures["skipped"] or 0,
+        plan.notes,
+    )
+
+
+def _skip_criteria(config: JobConfig) -> list[SchemaCriterion]:
+    return [SchemaCriterion.parse(text) for text in config.shred.skip]
+
+
+def _entity_uris(good: DataFrame) -> DataFrame:
+    """The Iglu URIs of the good events' entities (column `uri`), one row per entity."""
+    return good.select(F.explode(F.transform("entities", _schema_key)).alias("uri"))
+
+
+def with_iglu_failures(decided: DataFrame, plan: ShredPlan) -> DataFrame:
+    """`decided` with `iglu_failure` (the `loader_iglu_error` failure JSON, null unless an entity's type failed)
+    and `good` false for the events that have one: such an event is written whole as that bad row."""
+    failure = F.when(F.col("good"), iglu_failures(F.transform("entities", _schema_key), plan))
+    return decided.withColumn("iglu_failure", failure).withColumn(
+        "good", F.col("good") & F.col("iglu_failure").isNull()
     )
 
 
@@ -342,18 +430,33 @@ def shredded_outputs(decided: DataFrame, run_time: datetime) -> DataFrame:
     return decided.select(F.explode(outputs).alias("out")).select("out.folder", "out.text")
 
 
-def rdb_outputs(decided: DataFrame) -> DataFrame:
-    """The rdb output lines of the decided events: `folder`, `text` and `type_key` (`ENTITY<TAB>iglu:…` of an
-    entity line, null for the others)."""
+def rdb_outputs(decided: DataFrame, plan: ShredPlan | None = None) -> DataFrame:
+    """The rdb output lines of the decided events (`with_iglu_failures`): `folder`, `text` and `type_key`
+    (`ENTITY<TAB>iglu:…` of an entity line, null for the others).
+
+    A good event gives its atomic line and a line per entity not skipped: TSV (`format=tsv`) for the types the
+    plan has columns for, JSON otherwise; an event with an Iglu failure its `loader_iglu_error` row; any other
+    bad line its `loader_parsing_error` row.
+    """
+    plan = plan or ShredPlan()
     root_id = F.lower(F.col("event_id"))  # upstream's rootId is the event's UUID, which prints lower-case
-    entity_lines = F.transform(
-        F.col("entities"),
-        lambda e: F.struct(
-            rdb.entity_folder(e).alias("folder"),
-            shredded_line(e, root_id, F.col("root_tstamp")).alias("text"),
-            F.concat(_entity_kind(e["kind"]), F.lit("\t"), _schema_key(e)).alias("type_key"),
-        ),
-    )
+    kept = F.filter("entities", lambda e: ~is_skipped(_schema_key(e), plan.skip)) if plan.skip else F.col("entities")
+
+    def entity_line(e: Column) -> Column:
+        uri = _schema_key(e)
+        text = shredded_line(e, root_id, F.col("root_tstamp"))
+        shredded_format = F.lit("json")
+        for key, columns in sorted(plan.tsv.items()):
+            vendor, name, schema_format, version = key.removeprefix("iglu:").split("/")
+            line = tsv_line(vendor, name, schema_format, version, root_id, F.col("root_tstamp"), e["data"], columns)
+            text = F.when(uri == key, line).otherwise(text)
+            shredded_format = F.when(uri == key, F.lit("tsv")).otherwise(shredded_format)
+        return F.struct(
+            rdb.entity_folder(e, shredded_format).alias("folder"),
+            text.alias("text"),
+            F.concat(_entity_kind(e["kind"]), F.lit("\t"), uri).alias("type_key"),
+        )
+
     no_type = F.lit(None).cast("string").alias("type_key")
     atomic = F.array(
         F.struct(
@@ -362,14 +465,26 @@ def rdb_outputs(decided: DataFrame) -> DataFrame:
             no_type,
         )
     )
-    bad = F.array(
+    parsing_error = F.array(
         F.struct(
             F.lit(f"{rdb.BAD}/{rdb.PARSING_ERROR_PATH}").alias("folder"),
             rdb.bad_row(F.col("line"), F.col("failure"), __version__).alias("text"),
             no_type,
         )
     )
-    outputs = F.when(F.col("good"), F.concat(atomic, entity_lines)).otherwise(bad)
+    outputs = F.when(F.col("good"), F.concat(atomic, F.transform(kept, entity_line)))
+    if plan.failures:  # the payload's expression is large: only there when a schema failed
+        iglu_error = F.array(
+            F.struct(
+                F.lit(f"{rdb.BAD}/{rdb.IGLU_ERROR_PATH}").alias("folder"),
+                rdb.iglu_bad_row(
+                    F.col("iglu_failure"), event_json(F.split("line", "\t"), F.col("entities")), __version__
+                ).alias("text"),
+                no_type,
+            )
+        )
+        outputs = outputs.when(F.col("iglu_failure").isNotNull(), iglu_error)
+    outputs = outputs.otherwise(parsing_error)
     return decided.select(F.explode(outputs).alias("out")).select("out.folder", "out.text", "out.type_key")
 
 
@@ -421,30 +536,58 @@ def _write_wide_rows(
     config: JobConfig,
     output_format: ShredFormat,
     layout: Layout,
+    resolver: Resolver | None,
     progress: Progress,
 ) -> Written:
     """The wide rows and the bad rows (legacy: widerow/ and bad/; rdb: output=good/ and output=bad/). The entity
     types are needed before writing (they are the columns), so the decided lines are persisted and read for the
-    counts, the types, the rows and the bad rows."""
+    counts, the types, the rows and the bad rows.
+
+    With a resolver, the rdb layout's Parquet entity columns are typed from their schemas (`jobs.shred.typed`):
+    the events whose schemas fail, or whose data does not fit the type, become `loader_iglu_error` rows, so the
+    lines are marked and persisted again (the check parses each entity once more) before anything is written.
+    """
     from jobs.shred import widerow
+    from jobs.shred.typed import TypedFamilies, cast_failures, type_families, typed_columns
 
     rows_folder, bad_folder = (WIDEROW_FOLDER, "bad") if layout == "legacy" else (rdb.GOOD, rdb.BAD)
     decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
+    marked = decided
     try:
-        good_lines, bad_lines = decided.where("good"), decided.where("not good")
-        figures = decided.agg(
+        type_rows = _type_rows(decided.where("good"))
+        families = widerow.entity_families(type_rows)
+        typed = TypedFamilies()
+        if output_format == "widerow-parquet" and layout == "rdb" and resolver is not None:
+            progress(f"looking up the schemas of {len(families)} entity families, to type their Parquet columns")
+            typed = type_families(families, type_rows, resolver, run_time)
+            for note in typed.notes:
+                progress(f"iglu: {note}")
+            entities = F.col("entities")
+            failure = F.when(
+                F.col("good"),
+                F.coalesce(
+                    iglu_failures(F.transform("entities", _schema_key), ShredPlan(failures=typed.failures)),
+                    cast_failures(entities, families, typed),
+                ),
+            )
+            marked = (
+                decided.withColumn("iglu_failure", failure)
+                .withColumn("good", F.col("good") & F.col("iglu_failure").isNull())
+                .persist(StorageLevel.MEMORY_AND_DISK)
+            )
+        else:
+            marked = decided.withColumn("iglu_failure", F.lit(None).cast("string"))
+        good_lines, bad_lines = marked.where("good"), marked.where("not good")
+        figures = marked.agg(
             F.count_if("good").alias("good"),
             F.count_if(~F.col("good")).alias("bad"),
-            F.min("collector_tstamp").alias("min_tstamp"),
-            F.max("collector_tstamp").alias("max_tstamp"),
+            F.count_if(F.col("iglu_failure").isNotNull()).alias("iglu_bad"),
+            F.min(F.when(F.col("good"), F.col("collector_tstamp"))).alias("min_tstamp"),
+            F.max(F.when(F.col("good"), F.col("collector_tstamp"))).alias("max_tstamp"),
         ).first()
         assert figures is not None
-        type_rows = (
-            good_lines.select(F.explode("entities").alias("e"))
-            .groupBy(*(F.col("e")[name].alias(name) for name in ("kind", *TYPE_COLUMNS)))
-            .count()
-            .collect()
-        )
+        if figures["iglu_bad"]:
+            type_rows = _type_rows(good_lines)  # the types of the events still good
         types: dict[str, int] = {}
         loader_keys: set[str] = set()
         for row in type_rows:
@@ -452,17 +595,30 @@ def _write_wide_rows(
             types[name] = types.get(name, 0) + row["count"]
             entity = "SELF_DESCRIBING_EVENT" if row["kind"] == "unstruct_event" else "CONTEXT"
             loader_keys.add(f"{entity}\tiglu:{name}")
-        families = widerow.entity_families(type_rows)
-        progress(f"writing {rows_folder}/ ({output_format}, {len(families)} entity columns)")
-        widerow.write(folder, good_lines, families, output_format, config.output.compression, rows_folder)
-        progress(f"writing {bad_folder}/")
-        bad_text = (
-            bad_lines.select(bad_row_json(F.col("line"), F.col("errors"), run_time))
-            if layout == "legacy"
-            else bad_lines.select(rdb.bad_row(F.col("line"), F.col("failure"), __version__))
+        progress(f"writing {rows_folder}/ ({output_format}, {len(families)} entity families)")
+        widerow.write(
+            folder,
+            good_lines,
+            families,
+            output_format,
+            config.output.compression,
+            rows_folder,
+            lambda entities, family: typed_columns(entities, family, typed) if family.column in typed.columns else None,
         )
+        progress(f"writing {bad_folder}/")
+        if layout == "legacy":
+            bad_text = bad_lines.select(bad_row_json(F.col("line"), F.col("errors"), run_time))
+        else:
+            parsing_error = rdb.bad_row(F.col("line"), F.col("failure"), __version__)
+            if figures["iglu_bad"]:
+                payload = event_json(F.split("line", "\t"), F.col("entities"))
+                iglu_error = rdb.iglu_bad_row(F.col("iglu_failure"), payload, __version__)
+                parsing_error = F.when(F.col("iglu_failure").isNotNull(), iglu_error).otherwise(parsing_error)
+            bad_text = bad_lines.select(parsing_error)
         folder.write_text(bad_folder, bad_text, config.output.compression)
     finally:
+        if marked is not decided:
+            marked.unpersist()
         decided.unpersist()
     return Written(
         figures["good"],
@@ -471,6 +627,19 @@ def _write_wide_rows(
         [_loader_type(key, None) for key in sorted(loader_keys)],
         figures["min_tstamp"],
         figures["max_tstamp"],
+        figures["iglu_bad"],
+        0,
+        typed.notes,
+    )
+
+
+def _type_rows(good: DataFrame) -> list[Any]:
+    """The entity types of good events with their counts: rows of kind, vendor, name, format, version, count."""
+    return (
+        good.select(F.explode("entities").alias("e"))
+        .groupBy(*(F.col("e")[name].alias(name) for name in ("kind", *TYPE_COLUMNS)))
+        .count()
+        .collect()
     )
 
 

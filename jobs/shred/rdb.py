@@ -18,6 +18,7 @@ short groups, hexadecimal doubles), such a value is an error here: see README "S
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from pyspark.sql import Column
@@ -40,6 +41,10 @@ ATOMIC_PATH = "vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/mode
 PARSING_ERROR_SCHEMA = "iglu:com.snowplowanalytics.snowplow.badrows/loader_parsing_error/jsonschema/2-0-0"
 PARSING_ERROR_PATH = (
     "vendor=com.snowplowanalytics.snowplow.badrows/name=loader_parsing_error/format=json/model=2/revision=0/addition=0"
+)
+IGLU_ERROR_SCHEMA = "iglu:com.snowplowanalytics.snowplow.badrows/loader_iglu_error/jsonschema/2-0-0"
+IGLU_ERROR_PATH = (
+    "vendor=com.snowplowanalytics.snowplow.badrows/name=loader_iglu_error/format=json/model=2/revision=0/addition=0"
 )
 PROCESSOR_ARTIFACT = "winnow"
 _INTEGER = r"^[+-]?[0-9]+$"  # Java's Integer.parseInt: a sign and digits, nothing else (no spaces, no `.0`)
@@ -144,6 +149,14 @@ def bad_row(line: Column, failure: Column, version: str) -> Column:
     )
 
 
+def iglu_bad_row(failures: Column, payload: Column, version: str) -> Column:
+    """The `loader_iglu_error` 2-0-0 bad row: `failures` is the failure array's JSON text, `payload` the event's
+    JSON (`widerow.event_json`)."""
+    processor = json.dumps({"artifact": PROCESSOR_ARTIFACT, "version": version}, separators=(",", ":"))
+    head = f'{{"schema":"{IGLU_ERROR_SCHEMA}","data":{{"processor":{processor},"failure":'
+    return F.concat(F.lit(head), failures, F.lit(',"payload":'), payload, F.lit("}}"))
+
+
 def atomic_line(fields: Column) -> Column:
     """The 128-column atomic TSV line of a good event (its split `fields`), rendered as upstream renders it."""
     return F.concat_ws("\t", *(_rendered(name, F.element_at(fields, FIELD_INDEX[name] + 1)) for name in ATOMIC_FIELDS))
@@ -165,15 +178,18 @@ def _rendered(name: str, value: Column) -> Column:
     return value
 
 
-def entity_folder(entity: Column) -> Column:
-    """`output=good/vendor=V/name=N/format=json/model=M/revision=R/addition=A` of a typed entity."""
+def entity_folder(entity: Column, shredded_format: Column | None = None) -> Column:
+    """`output=good/vendor=V/name=N/format=F/model=M/revision=R/addition=A` of a typed entity (F: `json`, or the
+    `shredded_format` column's `json`/`tsv`)."""
     version = entity["version"]
     return F.concat(
         F.lit(f"{GOOD}/vendor="),
         entity["vendor"],
         F.lit("/name="),
         entity["name"],
-        F.lit("/format=json/model="),
+        F.lit("/format="),
+        F.lit("json") if shredded_format is None else shredded_format,
+        F.lit("/model="),
         F.substring_index(version, "-", 1),
         F.lit("/revision="),
         F.substring_index(F.substring_index(version, "-", 2), "-", -1),

@@ -3,25 +3,26 @@
 Column naming follows the Snowplow analytics SDKs (shared/reference/notes/snowplow-semantics.md §9):
 `contexts_<vendor>_<name>_<model>` (an array of the entities' data, custom contexts then derived
 contexts, across all revisions of the model) and `unstruct_event_<vendor>_<name>_<model>` (one data object).
-The entity columns of a run are the families its good events hold, sorted by name; every row has all of
+The entity columns of a run are the families its good events hold, in upstream's order (contexts first, then by
+vendor, name and model); every row has all of
 them (null when the event has none), so a run's files share one schema.
 
 Atomic values are typed as Snowplow's RDB transformer types them (`ATOMIC_TYPES`): timestamps, ints, doubles,
-booleans and, in Parquet, the money fields as `decimal(18,2)`. Entity data stays JSON text (typing it needs
-the Iglu schemas).
+booleans and, in Parquet, the money fields as `decimal(18,2)`. Entity data is JSON text, unless the caller types
+the Parquet columns from the schemas (`jobs.shred.typed`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.enriched.fields import BOOLEAN_FIELDS, DOUBLE_FIELDS, FIELD_INDEX, INSTANT_FIELDS, INT_FIELDS
+from jobs.enriched.fields import BOOLEAN_FIELDS, DOUBLE_FIELDS, FIELD_INDEX, FIELD_NAMES, INSTANT_FIELDS, INT_FIELDS
 from jobs.lake import RunFolder
 from jobs.shred.entities import ATOMIC_FIELDS
 
@@ -80,14 +81,21 @@ class Family:
 
 
 def entity_families(type_rows: Iterable[Any]) -> list[Family]:
-    """The entity columns from the run's per-type counts (rows with kind, vendor, name, version), sorted."""
+    """The entity columns from the run's per-type counts (rows with kind, vendor, name, version), in upstream's
+    order (its `WideRow.Type` ordering): contexts first, then by vendor, name and model."""
     members: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
     for row in type_rows:
         kind = "unstruct_event" if row["kind"] == "unstruct_event" else "contexts"
         model = row["version"].split("-")[0]
         column = column_name(kind, row["vendor"], row["name"], model)
         members.setdefault((column, kind), set()).add((row["vendor"], row["name"], model))
-    return [Family(column, kind, tuple(sorted(triples))) for (column, kind), triples in sorted(members.items())]
+    families = [Family(column, kind, tuple(sorted(triples))) for (column, kind), triples in members.items()]
+
+    def order(family: Family) -> tuple[Any, ...]:
+        vendor, name, model = min((v, n, int(m)) for v, n, m in family.members)
+        return (family.kind != "contexts", vendor, name, model, family.column)
+
+    return sorted(families, key=order)
 
 
 def _matching(entities: Column, family: Family, kinds: tuple[str, ...]) -> Column:
@@ -186,6 +194,65 @@ def _json_atomic_columns(fields: Column) -> list[Column]:
     return columns
 
 
+CONTEXTS_URI = "iglu:com.snowplowanalytics.snowplow/contexts/jsonschema/1-0-0"
+UNSTRUCT_URI = "iglu:com.snowplowanalytics.snowplow/unstruct_event/jsonschema/1-0-0"
+
+
+def event_json(fields: Column, entities: Column) -> Column:
+    """A good event as the Scala Analytics SDK's `Event` encoder writes it (the payload of upstream's loader bad
+    rows): the 131 fields in TSV order, atomic values as in the wide rows (`_json_atomic_columns`), `contexts` and
+    `derived_contexts` as `{"schema": contexts 1-0-0, "data": [{schema, data}, …]}` (`{}` when empty),
+    `unstruct_event` as `{"schema": unstruct_event 1-0-0, "data": {schema, data}}` (null when empty).
+
+    `fields` is the split line, `entities` the event's `typed_entities`.
+    """
+    atomic = dict(zip(ATOMIC_FIELDS, _json_atomic_columns(fields), strict=True))
+
+    def self_describing(e: Column) -> Column:
+        uri = F.concat_ws("/", e["vendor"], e["name"], e["format"], e["version"])
+        return F.concat(F.lit('{"schema":"iglu:'), uri, F.lit('","data":'), e["data"], F.lit("}"))
+
+    def of_kind(kind: str) -> Column:
+        return F.transform(F.filter(entities, lambda e: e["kind"] == kind), self_describing)
+
+    def contexts(kind: str) -> Column:
+        found = of_kind(kind)
+        listed = F.concat(F.lit(f'{{"schema":"{CONTEXTS_URI}","data":['), F.array_join(found, ","), F.lit("]}"))
+        return F.when(F.size(found) > 0, listed).otherwise(F.lit("{}"))
+
+    unstruct = of_kind("unstruct_event")
+    entity_json = {
+        "contexts": contexts("contexts"),
+        "derived_contexts": contexts("derived_contexts"),
+        "unstruct_event": F.when(
+            F.size(unstruct) > 0,
+            F.concat(F.lit(f'{{"schema":"{UNSTRUCT_URI}","data":'), F.element_at(unstruct, 1), F.lit("}")),
+        ).otherwise(F.lit("null")),
+    }
+    parts: list[Column] = []
+    run: list[str] = []  # consecutive atomic fields, written by one to_json
+
+    def flush() -> None:
+        if run:
+            text = F.to_json(F.struct(*(atomic[name] for name in run)), {"ignoreNullFields": "false"})
+            parts.append(_inner(text))
+            run.clear()
+
+    for name in FIELD_NAMES:
+        if name in entity_json:
+            flush()
+            parts.append(F.concat(F.lit(f'"{name}":'), entity_json[name]))
+        else:
+            run.append(name)
+    flush()
+    return F.concat(F.lit("{"), F.concat_ws(",", *parts), F.lit("}"))
+
+
+def _inner(json_object: Column) -> Column:
+    """A JSON object's text without its braces."""
+    return F.substring(json_object, F.lit(2), F.length(json_object) - 2)
+
+
 def _geo_location(fields: Column) -> Column:
     """`,"geo_location":"lat,lon"` (each as Java's `Double.toString`) when both are present, else empty."""
     latitude, longitude = (
@@ -217,17 +284,23 @@ def widerow_json(good: DataFrame, families: list[Family]) -> DataFrame:
     ).select(F.concat(*parts).alias("text"))
 
 
-def widerow_table(good: DataFrame, families: list[Family]) -> DataFrame:
-    """The wide rows as columns (for Parquet): the typed atomic columns, then entity data as JSON text.
+def widerow_table(
+    good: DataFrame, families: list[Family], typed: Callable[[Column, Family], list[Column] | None] | None = None
+) -> DataFrame:
+    """The wide rows as columns (for Parquet): the typed atomic columns, then the entity columns.
 
-    Atomic columns as `typed_atomic_columns` (timestamps keep microseconds: nanoseconds are cut). Contexts
-    columns are `array<string>`, unstruct columns `string`: typing the data needs the Iglu schemas.
+    Atomic columns as `typed_atomic_columns` (timestamps keep microseconds: nanoseconds are cut). A family's
+    columns are what `typed(entities, family)` gives (typed from its schemas: `jobs.shred.typed`); without it, or
+    when it gives None, entity data as JSON text: contexts `array<string>`, unstruct events `string`.
     """
     split = good.select(F.split("line", "\t").alias("fields"), "entities")
-    return split.select(
-        *typed_atomic_columns(F.col("fields")),
-        *(family_data(F.col("entities"), family).alias(family.column) for family in families),
-    )
+    entity_columns: list[Column] = []
+    for family in families:
+        columns = typed(F.col("entities"), family) if typed else None
+        entity_columns += (
+            columns if columns is not None else [family_data(F.col("entities"), family).alias(family.column)]
+        )
+    return split.select(*typed_atomic_columns(F.col("fields")), *entity_columns)
 
 
 def write(
@@ -237,11 +310,13 @@ def write(
     output_format: str,
     compression: str,
     name: str = WIDEROW_FOLDER,
+    typed: Callable[[Column, Family], list[Column] | None] | None = None,
 ) -> str:
-    """Write the wide rows into `name/` of the run folder as JSON lines (`widerow`) or Parquet (`widerow-parquet`)."""
+    """Write the wide rows into `name/` of the run folder as JSON lines (`widerow`) or Parquet (`widerow-parquet`,
+    entity columns from `typed`: see `widerow_table`)."""
     if output_format == "widerow":
         return folder.write_text(name, widerow_json(good, families), compression)
     target = f"{folder.path}/{name}"
     codec = "gzip" if compression == "gzip" else "snappy"
-    widerow_table(good, families).write.mode("overwrite").option("compression", codec).parquet(target)
+    widerow_table(good, families, typed).write.mode("overwrite").option("compression", codec).parquet(target)
     return target

@@ -73,6 +73,23 @@ def policy_statements(template: Template, logical_id_prefix: str) -> list[dict[s
     return statements
 
 
+def deployed_files(synth: Synthesized) -> dict[str, bytes]:
+    """What the artifacts upload (the Processing stack's BucketDeployment) writes under its version prefix: every
+    file of its sources, as staged in cdk.out (each a folder CDK zips on publishing), by key below the prefix."""
+    (upload,) = resources(synth.template("Processing"), "Custom::CDKBucketDeployment").values()
+    manifest = json.loads((synth.outdir / f"Winnow-{synth.config.env}-Processing.assets.json").read_text("utf-8"))
+    sources = {next(iter(a["destinations"].values()))["objectKey"]: a["source"] for a in manifest["files"].values()}
+    files: dict[str, bytes] = {}
+    for key in upload["Properties"]["SourceObjectKeys"]:
+        assert sources[key]["packaging"] == "zip", sources[key]  # a folder, extracted under the prefix
+        folder = synth.outdir / sources[key]["path"]
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            name = path.relative_to(folder).as_posix()
+            assert name not in files, f"{name} is in two sources"
+            files[name] = path.read_bytes()
+    return files
+
+
 def state_machine_definition(template: Template, resolve: Resolver | None = None) -> dict[str, Any]:
     """The state machine's ASL, parsed (its DefinitionString is an Fn::Join of text and references)."""
     (machine,) = template.find_resources("AWS::StepFunctions::StateMachine").values()

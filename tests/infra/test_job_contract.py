@@ -11,7 +11,7 @@ import pytest
 
 from jobs.cli import build_parser
 from tests.infra import flow
-from tests.infra.helpers import Synthesized
+from tests.infra.helpers import Synthesized, deployed_files
 
 CONSOLE_INPUT = {"runId": "2026-11-22-03-00-00", "inputPrefix": "enriched/2026/11/22/"}
 """The example console input of README "Deploy"."""
@@ -121,3 +121,37 @@ def test_with_the_lake_manifest_dedup_names_it_as_the_jobs_read_it(dev_lake: Syn
     assert (args.manifest, args.create) == (f"lake:s3://{bucket}/lake", True)
     manifest = open_manifest(args.manifest)
     assert isinstance(manifest, LakeManifest) and manifest.root == f"s3://{bucket}/lake"
+
+
+def test_on_emr_the_shred_job_reads_the_schemas_deployed_beside_its_config(dev: Synthesized) -> None:
+    """The deployed version as EMR sees it (every file the upload writes, in a moto bucket): the config's relative
+    `shred.iglu_config` names the deployed resolver config, whose embedded repository is the deployed folder."""
+    import boto3
+
+    from jobs.config import load_config
+    from jobs.iglu.resolver import EmbeddedRepository, ResolutionFailure, SchemaKey
+    from jobs.shred.plan import open_resolver
+
+    bucket = f"winnow-dev-artifacts-{flow.ACCOUNT}-{flow.REGION}"
+    version = f"s3://{bucket}/jobs/{dev.pipeline.processing.artifacts.version}"
+    files = deployed_files(dev)
+    web_page = "iglu/embedded/schemas/com.snowplowanalytics.snowplow/web_page/jsonschema/1-0-0"
+    with pytest.MonkeyPatch.context() as monkeypatch, flow.moto_flow(monkeypatch):
+        s3 = boto3.client("s3", region_name=flow.REGION)
+        s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": flow.REGION})
+        for name, body in files.items():
+            s3.put_object(Bucket=bucket, Key=f"jobs/{dev.pipeline.processing.artifacts.version}/{name}", Body=body)
+        config = load_config(f"{version}/config.json")
+        assert config.shred.iglu_config == f"{version}/iglu/resolver.json"
+        resolver = open_resolver(config.shred.iglu_config)
+        (repository,) = resolver.repositories
+        assert isinstance(repository, EmbeddedRepository) and repository.path == f"{version}/iglu/embedded"
+        schema = resolver.lookup(SchemaKey.parse("iglu:com.snowplowanalytics.snowplow/web_page/jsonschema/1-0-0"))
+        assert schema == json.loads(files[web_page])
+        assert isinstance(schema, dict) and schema["self"]["name"] == "web_page"
+        # A type the folder lacks is "not found" (its events become loader_iglu_error bad rows), not a crash.
+        missing = resolver.lookup(SchemaKey.parse("iglu:com.acme/checkout/jsonschema/1-0-0"))
+        assert isinstance(missing, ResolutionFailure)
+        assert [(h.repository, [e.kind for e in h.errors]) for h in missing.history] == [
+            ("Winnow embedded", ["NotFound"])
+        ]

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from cdk.artifact_layout import BUILD_FILES, CONFIG
-from cdk.components.job_artifacts import artifacts_version
+from cdk.artifact_layout import BUILD_FILES, CONFIG, IGLU_DIR, IGLU_RESOLVER
+from cdk.components.job_artifacts import artifacts_version, built_files
 from cdk.errors import ArtifactsNotBuiltError
-from tests.infra.helpers import Synthesized, only, policy_statements, resources
+from tests.infra.helpers import Synthesized, deployed_files, only, policy_statements, resources
 
 ACCOUNT = "${AWS::AccountId}"  # dev names no account
 
@@ -92,7 +92,7 @@ def test_job_role_has_exactly_the_statements_the_jobs_need(dev: Synthesized) -> 
             "Sid": "ListData",
             "Action": "s3:ListBucket",
             "Effect": "Allow",
-            "Resource": [s3_arn("input"), s3_arn("output")],
+            "Resource": [s3_arn("artifacts"), s3_arn("input"), s3_arn("output")],
         },
     ]
 
@@ -116,7 +116,11 @@ def test_imported_buckets_are_used_by_name(build_dir: Path, tmp_path: Path) -> N
         "arn:aws:s3:::acme-warehouse/shredded*",
         "arn:aws:s3:::acme-warehouse/tables*",
     ]
-    assert by_sid["ListData"]["Resource"] == ["arn:aws:s3:::acme-enriched", "arn:aws:s3:::acme-warehouse"]
+    assert by_sid["ListData"]["Resource"] == [
+        "arn:aws:s3:::acme-enriched",
+        "arn:aws:s3:::acme-warehouse",
+        "arn:aws:s3:::winnow-dev-artifacts-${AWS::AccountId}-eu-west-1",
+    ]
     assert synth.nag_error is None
 
 
@@ -164,14 +168,32 @@ def test_the_deployed_config_is_the_env_jobs_section_without_a_loader_queue(dev:
         "dedup": {"synthetic": "reid"},
         "manifest": {"ttl_days": 30},
         "output": {"compression": "gzip"},
+        "shred": {"iglu_config": "iglu/resolver.json"},
     }
     assert configs == [
         {
             "dedup": {"synthetic": "reid"},
             "manifest": {"ttl_days": 30},
             "output": {"compression": "gzip"},  # no queue: the state machine sends RDB Loader's message
+            "shred": {"iglu_config": "iglu/resolver.json"},  # relative to config.json: the deployed iglu/ folder
         }
     ]
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_the_upload_puts_the_iglu_folder_beside_config_json(
+    env: str, synthesized: dict[str, Synthesized], build_dir: Path
+) -> None:
+    """The one BucketDeployment uploads the build folder as a whole: the iglu/ tree lands under the version's prefix
+    byte for byte, next to the config.json whose `shred.iglu_config` names its resolver config."""
+    files = deployed_files(synthesized[env])
+    assert sorted(files) == sorted([*built_files(build_dir), CONFIG])
+    iglu = sorted(name for name in files if name.startswith(f"{IGLU_DIR}/"))
+    assert IGLU_RESOLVER in iglu and len(iglu) >= 30
+    for name in iglu:
+        assert files[name] == (build_dir / name).read_bytes(), name
+    assert json.loads(files[CONFIG])["shred"]["iglu_config"] == IGLU_RESOLVER
+    assert synthesized[env].config.job_config.shred.iglu_config == IGLU_RESOLVER  # validated, still relative
 
 
 def test_spark_submit_parameters_ship_package_dependencies_python_and_sizes(dev: Synthesized) -> None:
@@ -211,9 +233,39 @@ def test_version_changes_with_code_or_config_and_only_then(build_dir: Path, tmp_
     assert artifacts_version(copy, config) != same
 
 
+def test_a_changed_or_added_schema_is_a_new_version(build_dir: Path, tmp_path: Path) -> None:
+    config: dict[str, Any] = {"shred": {"iglu_config": "iglu/resolver.json"}}
+    copy = tmp_path / "build"
+    shutil.copytree(build_dir, copy)
+    same = artifacts_version(copy, config)
+    schema = copy / "iglu/embedded/schemas/com.snowplowanalytics.snowplow/web_page/jsonschema/1-0-0"
+    original = schema.read_bytes()
+    schema.write_bytes(original + b"\n")  # the same schema, other bytes: a new version all the same
+    changed = artifacts_version(copy, config)
+    assert changed != same
+    schema.write_bytes(original)
+    assert artifacts_version(copy, config) == same
+    added = copy / "iglu/embedded/schemas/com.acme/checkout/jsonschema/1-0-0"
+    added.parent.mkdir(parents=True)
+    added.write_text("{}\n", encoding="utf-8")
+    assert artifacts_version(copy, config) not in (same, changed)
+    added.unlink()
+    (copy / IGLU_RESOLVER).write_text("{}\n", encoding="utf-8")  # the resolver config counts too
+    assert artifacts_version(copy, config) not in (same, changed)
+
+
 def test_missing_build_says_to_run_make_package(tmp_path: Path) -> None:
     with pytest.raises(ArtifactsNotBuiltError, match=r"missing " + ", ".join(BUILD_FILES) + r"; run `make package`"):
         artifacts_version(tmp_path, {})
+
+
+def test_a_build_without_the_iglu_resolver_config_is_not_built(build_dir: Path, tmp_path: Path) -> None:
+    """An older build (from before iglu/ was packaged) would deploy a config.json naming a file it lacks."""
+    copy = tmp_path / "build"
+    shutil.copytree(build_dir, copy, ignore=shutil.ignore_patterns(IGLU_DIR))
+    message = rf"job artifacts in {copy}: missing iglu/resolver.json; run `make package` first"
+    with pytest.raises(ArtifactsNotBuiltError, match=message):
+        artifacts_version(copy, {})
 
 
 def test_the_spark_application_keeps_only_the_fixed_tags(prod: Synthesized) -> None:
@@ -242,7 +294,7 @@ def test_with_the_lake_manifest_the_job_role_reaches_its_prefix_and_no_table(dev
             "Sid": "ListData",
             "Action": "s3:ListBucket",
             "Effect": "Allow",
-            "Resource": [s3_arn("input"), s3_arn("manifest"), s3_arn("output")],
+            "Resource": [s3_arn("artifacts"), s3_arn("input"), s3_arn("manifest"), s3_arn("output")],
         },
     ]
     template = dev_lake.template("Processing").to_json()
@@ -283,4 +335,5 @@ def test_the_deployed_config_never_names_a_manifest() -> None:
         "dedup": {"synthetic": "reid"},
         "manifest": {"ttl_days": 30},
         "output": {"compression": "gzip"},
+        "shred": {"iglu_config": "iglu/resolver.json"},
     }

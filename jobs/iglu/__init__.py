@@ -1,0 +1,1 @@
+"""Iglu: schema resolution (resolver.py), TSV columns (tsv.py) and typed Parquet columns (parquet.py) from JSON Schemas."""

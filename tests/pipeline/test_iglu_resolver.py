@@ -1,0 +1,623 @@
+"""The Iglu resolver: embedded and HTTP registries, their order, failures as values, caching, schemas_until, config.
+
+No Spark. HTTP registries are a loopback server per test; the embedded one is the copy of Iglu Central schemas
+in iglu/embedded (the copy shipped with the jobs).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import urllib3
+
+from jobs.errors import InvalidConfigError
+from jobs.iglu.resolver import (
+    HttpRepository,
+    InvalidSchema,
+    LookupHistory,
+    RegistryError,
+    ResolutionFailure,
+    Resolver,
+    SchemaKey,
+    _Fetched,
+    read_local,
+)
+
+IGLU_CENTRAL = Path(__file__).resolve().parents[2] / "iglu" / "embedded"
+SNOWPLOW = "iglu:com.snowplowanalytics.snowplow"
+APPLICATION_ERROR = SchemaKey.parse(f"{SNOWPLOW}/application_error/jsonschema/1-0-2")
+GEOLOCATION = SchemaKey.parse(f"{SNOWPLOW}/geolocation_context/jsonschema/1-1-0")
+THING = SchemaKey.parse("iglu:com.acme/thing/jsonschema/1-0-0")
+LAST_ATTEMPT = "2024-05-01T10:00:00Z"
+CONFIG_SCHEMA = "iglu:com.snowplowanalytics.iglu/resolver-config/jsonschema/1-0-3"
+
+
+@dataclass
+class Registry:
+    """What the loopback Iglu server serves and what it was asked."""
+
+    uri: str = ""
+    schemas: dict[str, bytes] = field(default_factory=dict)  # request path -> body (200)
+    statuses: dict[str, int] = field(default_factory=dict)  # request path -> status without a schema
+    requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, apikey header)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def serve(self, path: str, schema: dict[str, Any] | bytes) -> None:
+        self.schemas[path] = schema if isinstance(schema, bytes) else json.dumps(schema).encode()
+
+    def paths(self) -> list[str]:
+        with self.lock:
+            return [path for path, _ in self.requests]
+
+
+@pytest.fixture
+def registry() -> Iterator[Registry]:
+    """An Iglu server on 127.0.0.1, in a daemon thread, always shut down."""
+    state = Registry()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            with state.lock:
+                state.requests.append((self.path, self.headers.get("apikey")))
+            if self.path in state.statuses:
+                body, status = b'{"message": "no"}', state.statuses[self.path]
+            elif self.path in state.schemas:
+                body, status = state.schemas[self.path], 200
+            else:
+                body, status = b'{"message": "The schema is not found"}', 404
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        state.uri = f"http://127.0.0.1:{server.server_address[1]}"
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def embedded(name: str, path: str | Path, priority: int = 0, prefixes: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "name": name,
+        "priority": priority,
+        "vendorPrefixes": list(prefixes),
+        "connection": {"embedded": {"path": str(path)}},
+    }
+
+
+def http(
+    name: str, uri: str, priority: int = 0, prefixes: tuple[str, ...] = (), apikey: str | None = None
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "priority": priority,
+        "vendorPrefixes": list(prefixes),
+        "connection": {"http": {"uri": uri, "apikey": apikey}},
+    }
+
+
+def config(*repositories: dict[str, Any], schema: str = CONFIG_SCHEMA) -> str:
+    return json.dumps(
+        {"schema": schema, "data": {"cacheSize": 500, "cacheTtl": 600, "repositories": list(repositories)}}
+    )
+
+
+def resolver(*repositories: dict[str, Any]) -> Resolver:
+    return Resolver.from_config(config(*repositories), "conf/resolver.json")
+
+
+def central_schema(key: SchemaKey) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((IGLU_CENTRAL / "schemas" / key.path).read_text(encoding="utf-8"))
+    return loaded
+
+
+def thing_schema(description: str, version: str = "1-0-0") -> dict[str, Any]:
+    return {
+        "self": {"vendor": "com.acme", "name": "thing", "format": "jsonschema", "version": version},
+        "description": description,
+        "type": "object",
+    }
+
+
+def write_thing(folder: Path, description: str) -> Path:
+    path = folder / "schemas" / THING.path
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(thing_schema(description)), encoding="utf-8")
+    return folder
+
+
+def unused_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+# Schema keys
+
+
+def test_schema_key_parses_and_sorts_by_version_numbers() -> None:
+    key = SchemaKey.parse("iglu:com.acme/thing_2/jsonschema/1-10-2")
+    assert (key.vendor, key.name, key.format, key.version) == ("com.acme", "thing_2", "jsonschema", "1-10-2")
+    assert (key.model, key.revision, key.addition) == (1, 10, 2)
+    assert key.uri == "iglu:com.acme/thing_2/jsonschema/1-10-2"
+    assert key.path == "com.acme/thing_2/jsonschema/1-10-2"
+    versions = ["1-0-10", "2-0-0", "1-0-9", "1-2-0", "10-0-0"]
+    keys = sorted(SchemaKey("com.acme", "thing", "jsonschema", version) for version in versions)
+    assert [k.version for k in keys] == ["1-0-9", "1-0-10", "1-2-0", "2-0-0", "10-0-0"]
+    assert SchemaKey.parse("iglu:com.acme/a/jsonschema/1-0-0") < SchemaKey.parse("iglu:com.acme/b/jsonschema/1-0-0")
+    assert key == SchemaKey("com.acme", "thing_2", "jsonschema", "1-10-2")
+    assert len({key, SchemaKey("com.acme", "thing_2", "jsonschema", "1-10-2")}) == 1
+
+
+@pytest.mark.parametrize(
+    "uri",
+    ["iglu:com.acme/thing/jsonschema/0-1-0", "iglu:com.acme/thing/jsonschema/1-01-0", "com.acme/thing/jsonschema/1-0-0",
+     "iglu:com.acme/thing/1-0-0", "iglu:com.acme/th ing/jsonschema/1-0-0", "iglu:com.acme/thing/jsonschema/1-0"],
+)  # fmt: skip
+def test_schema_key_refuses_what_is_not_an_iglu_uri(uri: str) -> None:
+    with pytest.raises(ValueError) as err:
+        SchemaKey.parse(uri)
+    assert str(err.value) == f'given "{uri}"; allowed: iglu:VENDOR/NAME/FORMAT/M-R-A'
+
+
+# Embedded repositories
+
+
+def test_embedded_lookup_reads_the_schema_file() -> None:
+    res = resolver(embedded("local", IGLU_CENTRAL))
+    assert res.lookup(APPLICATION_ERROR) == central_schema(APPLICATION_ERROR)
+    assert res.lookup(APPLICATION_ERROR)["self"]["version"] == "1-0-2"  # type: ignore[index]
+    assert [repo.describe() for repo in res.repositories] == [f"local (embedded {IGLU_CENTRAL})"]
+
+
+def test_relative_embedded_path_is_relative_to_the_config_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_thing(tmp_path / "iglu", "relative copy")
+    conf = tmp_path / "conf" / "resolver.json"
+    conf.parent.mkdir()
+    conf.write_text(config(embedded("local", "../iglu")), encoding="utf-8")
+    monkeypatch.chdir(tmp_path / "conf")  # not the folder the path is relative to
+    res = Resolver.from_config(conf.read_text(encoding="utf-8"), str(conf))
+    assert res.repositories[0].describe() == f"local (embedded {tmp_path / 'iglu'})"
+    assert res.lookup(THING) == thing_schema("relative copy")
+
+
+def test_relative_embedded_path_under_an_s3_config_is_joined_with_slashes() -> None:
+    asked: list[str] = []
+
+    def read_s3(path: str) -> str | None:
+        asked.append(path)
+        return json.dumps(thing_schema("from s3"))
+
+    repos = [embedded("mirror", "schemas-copy"), embedded("absolute", "s3://other/iglu", priority=1)]
+    res = Resolver.from_config(config(*repos), "s3://bucket/iglu/resolver.json", read_s3)
+    assert [repo.describe() for repo in res.repositories] == [
+        "mirror (embedded s3://bucket/iglu/schemas-copy)",
+        "absolute (embedded s3://other/iglu)",
+    ]
+    assert res.lookup(THING) == thing_schema("from s3")
+    assert asked == ["s3://bucket/iglu/schemas-copy/schemas/com.acme/thing/jsonschema/1-0-0"]
+
+
+def test_embedded_read_failure_is_a_repo_failure_and_the_next_repository_is_asked(tmp_path: Path) -> None:
+    def read_text(path: str) -> str | None:
+        if path.startswith("/nowhere/"):
+            raise PermissionError(13, "Permission denied")
+        return read_local(path)
+
+    repos = [embedded("broken", "/nowhere"), embedded("local", write_thing(tmp_path, "second"), priority=1)]
+    res = Resolver.from_config(config(*repos), "conf/resolver.json", read_text)
+    assert res.lookup(THING) == thing_schema("second")
+    missing = res.lookup(THING.with_version(1, 0, 1))
+    assert missing == ResolutionFailure(
+        THING.with_version(1, 0, 1),
+        (
+            LookupHistory("broken", (RegistryError("RepoFailure", "[Errno 13] Permission denied"),), 1),
+            LookupHistory("local", (RegistryError("NotFound"),), 1),
+        ),
+    )
+
+
+def test_read_local_reads_paths_and_file_uris(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text("{}", encoding="utf-8")
+    assert read_local(str(tmp_path / "a.json")) == "{}"
+    assert read_local((tmp_path / "a.json").as_uri()) == "{}"
+    assert read_local(str(tmp_path / "missing.json")) is None
+    assert read_local(str(tmp_path / "a.json" / "below")) is None
+    with pytest.raises(OSError, match="read_local reads local files and file: URIs; given s3://b/k"):
+        read_local("s3://b/k")
+
+
+# HTTP repositories
+
+
+def test_http_lookup_sends_the_apikey(registry: Registry) -> None:
+    registry.serve(f"/api/schemas/{THING.path}", thing_schema("served"))
+    res = resolver(http("registry", f"{registry.uri}/api/", apikey="4ab5c3c5-secret"))
+    assert res.lookup(THING) == thing_schema("served")
+    assert registry.requests == [(f"/api/schemas/{THING.path}", "4ab5c3c5-secret")]
+    assert res.repositories[0].describe() == f"registry (http {registry.uri}/api/)"
+
+
+def test_http_lookup_without_apikey_sends_no_header(registry: Registry) -> None:
+    registry.serve(f"/schemas/{THING.path}", thing_schema("served"))
+    res = resolver(http("registry", registry.uri))
+    assert res.lookup(THING) == thing_schema("served")
+    assert registry.requests == [(f"/schemas/{THING.path}", None)]
+
+
+def test_embedded_is_asked_before_http_whatever_the_priorities(tmp_path: Path, registry: Registry) -> None:
+    registry.serve(f"/schemas/{THING.path}", thing_schema("http copy"))
+    local = embedded("local", write_thing(tmp_path, "embedded copy"), priority=50)
+    res = resolver(http("registry", registry.uri, priority=0), local)
+    assert res.lookup(THING) == thing_schema("embedded copy")
+    assert registry.requests == []
+
+
+def test_vendor_prefix_puts_a_repository_first(tmp_path: Path, registry: Registry) -> None:
+    registry.serve(f"/schemas/{THING.path}", thing_schema("http copy"))
+    local = embedded("local", write_thing(tmp_path, "embedded copy"), priority=0)
+    res = resolver(local, http("registry", registry.uri, priority=50, prefixes=("com.ac",)))
+    assert res.lookup(THING) == thing_schema("http copy")
+    # Another vendor: no prefix matches, so the embedded one comes first again.
+    other = SchemaKey.parse("iglu:org.acme/thing/jsonschema/1-0-0")
+    assert isinstance(res.lookup(other), ResolutionFailure)
+    assert [h.repository for h in res.lookup(other).history] == ["local", "registry"]  # type: ignore[union-attr]
+
+
+def test_priority_orders_repositories_of_one_kind(registry: Registry) -> None:
+    registry.serve(f"/first/schemas/{THING.path}", thing_schema("first"))
+    registry.serve(f"/second/schemas/{THING.path}", thing_schema("second"))
+    res = resolver(http("one", f"{registry.uri}/first", priority=5), http("two", f"{registry.uri}/second", priority=1))
+    assert res.lookup(THING) == thing_schema("second")
+    assert registry.paths() == [f"/second/schemas/{THING.path}"]
+
+
+def test_missing_schema_is_a_resolution_failure_listing_every_repository(tmp_path: Path, registry: Registry) -> None:
+    res = resolver(http("registry", registry.uri), embedded("local", tmp_path))
+    failure = res.lookup(THING)
+    assert isinstance(failure, ResolutionFailure)
+    assert failure.failure_json(LAST_ATTEMPT) == {
+        "schemaKey": "iglu:com.acme/thing/jsonschema/1-0-0",
+        "error": {
+            "error": "ResolutionError",
+            "lookupHistory": [
+                {"repository": "local", "errors": [{"error": "NotFound"}], "attempts": 1, "lastAttempt": LAST_ATTEMPT},
+                {"repository": "registry", "errors": [{"error": "NotFound"}], "attempts": 1, "lastAttempt": LAST_ATTEMPT},
+            ],
+        },
+    }  # fmt: skip
+    assert (
+        failure.describe() == "iglu:com.acme/thing/jsonschema/1-0-0 not found in local (NotFound), registry (NotFound)"
+    )
+    assert registry.paths() == [f"/schemas/{THING.path}"]
+
+
+def test_server_not_listening_is_a_repo_failure_after_retries(tmp_path: Path) -> None:
+    port = unused_port()
+    res = resolver(http("gone", f"http://127.0.0.1:{port}"), embedded("local", tmp_path))
+    failure = res.lookup(THING)
+    assert isinstance(failure, ResolutionFailure)
+    assert [(h.repository, h.attempts, [e.kind for e in h.errors]) for h in failure.history] == [
+        ("local", 1, ["NotFound"]),
+        ("gone", 3, ["RepoFailure"]),
+    ]
+    assert failure.history[1].errors[0].message == "cannot connect: [Errno 111] Connection refused"
+    assert failure.describe().endswith("gone (RepoFailure: cannot connect: [Errno 111] Connection refused)")
+
+
+def test_unauthorized_is_a_client_failure_not_retried(registry: Registry) -> None:
+    registry.statuses[f"/schemas/{THING.path}"] = 401
+    failure = resolver(http("registry", registry.uri, apikey="wrong")).lookup(THING)
+    assert failure == ResolutionFailure(
+        THING, (LookupHistory("registry", (RegistryError("ClientFailure", "Unexpected response code: 401"),), 1),)
+    )
+    assert registry.paths() == [f"/schemas/{THING.path}"]
+
+
+def test_server_error_is_retried_then_a_repo_failure(registry: Registry) -> None:
+    registry.statuses[f"/schemas/{THING.path}"] = 500
+    failure = resolver(http("registry", registry.uri)).lookup(THING)
+    assert failure == ResolutionFailure(
+        THING, (LookupHistory("registry", (RegistryError("RepoFailure", "Unexpected response code: 500"),), 3),)
+    )
+    assert registry.paths() == [f"/schemas/{THING.path}"] * 3
+    assert isinstance(failure, ResolutionFailure)
+    assert failure.failure_json(LAST_ATTEMPT)["error"]["lookupHistory"] == [
+        {"repository": "registry", "errors": [{"error": "RepoFailure", "message": "Unexpected response code: 500"}],
+         "attempts": 3, "lastAttempt": LAST_ATTEMPT},
+    ]  # fmt: skip
+
+
+def test_a_failing_repository_does_not_hide_the_next_one(registry: Registry) -> None:
+    registry.statuses[f"/broken/schemas/{THING.path}"] = 503
+    registry.serve(f"/good/schemas/{THING.path}", thing_schema("good"))
+    res = resolver(http("broken", f"{registry.uri}/broken"), http("good", f"{registry.uri}/good", priority=1))
+    assert res.lookup(THING) == thing_schema("good")
+    assert registry.paths() == [f"/broken/schemas/{THING.path}"] * 3 + [f"/good/schemas/{THING.path}"]
+
+
+# Cache
+
+
+def test_each_key_is_asked_once_found_or_not(registry: Registry) -> None:
+    registry.serve(f"/schemas/{THING.path}", thing_schema("served"))
+    res = resolver(http("registry", registry.uri))
+    first = res.lookup(THING)
+    assert res.lookup(THING) is first
+    missing = THING.with_version(1, 0, 1)
+    failure = res.lookup(missing)
+    assert isinstance(failure, ResolutionFailure)
+    assert res.lookup(missing) is failure
+    assert registry.paths() == [f"/schemas/{THING.path}", f"/schemas/{missing.path}"]
+
+
+# Unusable schemas
+
+
+def test_self_naming_another_key_is_an_invalid_schema(registry: Registry) -> None:
+    registry.serve(f"/schemas/{THING.path}", thing_schema("wrong self", version="1-0-1"))
+    invalid = resolver(http("registry", registry.uri)).lookup(THING)
+    assert invalid == InvalidSchema(
+        THING,
+        'registry: its self block names {"vendor": "com.acme", "name": "thing", "format": "jsonschema", '
+        '"version": "1-0-1"}, not iglu:com.acme/thing/jsonschema/1-0-0',
+    )
+    assert isinstance(invalid, InvalidSchema)
+    assert invalid.failure_json(LAST_ATTEMPT) == {"schemaKey": THING.uri, "message": invalid.message}
+    assert invalid.describe() == f"{THING.uri} is not a usable schema: {invalid.message}"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"<html>moved</html>", "registry: not valid JSON: Expecting value: line 1 column 1 (char 0)"),
+        (b'["not", "an", "object"]', "registry: not a JSON object; given an array"),
+        (b'{"self": "iglu:com.acme/thing/jsonschema/1-0-0"}', 'registry: its self block names "iglu:com.acme/thing/jsonschema/1-0-0", not iglu:com.acme/thing/jsonschema/1-0-0'),
+    ],
+)  # fmt: skip
+def test_an_answer_that_is_not_a_schema_object_is_an_invalid_schema(
+    registry: Registry, body: bytes, message: str
+) -> None:
+    registry.serve(f"/schemas/{THING.path}", body)
+    assert resolver(http("registry", registry.uri)).lookup(THING) == InvalidSchema(THING, message)
+
+
+def test_a_schema_without_self_is_taken_as_it_is(registry: Registry) -> None:
+    registry.serve(f"/schemas/{THING.path}", {"type": "object"})
+    assert resolver(http("registry", registry.uri)).lookup(THING) == {"type": "object"}
+
+
+def test_history_messages_are_cut_to_256_characters() -> None:
+    history = LookupHistory("r", (RegistryError("RepoFailure", "x" * 300), RegistryError("NotFound")), 2)
+    assert history.as_json("t") == {
+        "repository": "r",
+        "errors": [{"error": "RepoFailure", "message": "x" * 256}, {"error": "NotFound"}],
+        "attempts": 2,
+        "lastAttempt": "t",
+    }
+
+
+# schemas_until
+
+
+def test_schemas_until_walks_the_additions_of_a_revision() -> None:
+    asked: list[str] = []
+
+    def reading(path: str) -> str | None:
+        asked.append(path.rsplit("/", 1)[1])
+        return read_local(path)
+
+    res = Resolver.from_config(config(embedded("local", IGLU_CENTRAL)), "conf/resolver.json", reading)
+    schemas = res.schemas_until(APPLICATION_ERROR)
+    assert isinstance(schemas, list)
+    assert [key.uri for key, _ in schemas] == [f"{SNOWPLOW}/application_error/jsonschema/1-0-{n}" for n in range(3)]
+    assert [schema for _, schema in schemas] == [central_schema(key) for key, _ in schemas]
+    assert asked == ["1-0-0", "1-0-1", "1-0-2"]
+
+
+def test_schemas_until_jumps_to_the_next_revision_after_the_last_addition() -> None:
+    asked: list[str] = []
+
+    def reading(path: str) -> str | None:
+        asked.append(path.rsplit("/", 1)[1])
+        return read_local(path)
+
+    res = Resolver.from_config(config(embedded("local", IGLU_CENTRAL)), "conf/resolver.json", reading)
+    schemas = res.schemas_until(GEOLOCATION)
+    assert isinstance(schemas, list)
+    assert [key.version for key, _ in schemas] == ["1-0-0", "1-1-0"]
+    assert schemas[1][1] == central_schema(GEOLOCATION)
+    assert asked == ["1-0-0", "1-0-1", "1-1-0"]
+
+
+def test_schemas_until_fails_on_a_missing_addition_of_the_last_revision() -> None:
+    res = resolver(embedded("local", IGLU_CENTRAL))
+    failure = res.schemas_until(APPLICATION_ERROR.with_version(1, 0, 3))
+    assert failure == ResolutionFailure(
+        APPLICATION_ERROR.with_version(1, 0, 3), (LookupHistory("local", (RegistryError("NotFound"),), 1),)
+    )
+    first_missing = res.schemas_until(THING.with_version(2, 1, 0))
+    assert isinstance(first_missing, ResolutionFailure)
+    assert first_missing.key == THING.with_version(2, 0, 0)
+
+
+def test_schemas_until_does_not_skip_an_addition_a_registry_failed_to_give(registry: Registry) -> None:
+    key = SchemaKey.parse("iglu:com.acme/thing/jsonschema/1-1-0")
+    registry.serve(f"/schemas/{THING.path}", thing_schema("1-0-0"))
+    registry.statuses[f"/schemas/{THING.with_version(1, 0, 1).path}"] = 502
+    registry.serve(f"/schemas/{key.path}", thing_schema("1-1-0", version="1-1-0"))
+    failure = resolver(http("registry", registry.uri)).schemas_until(key)
+    assert failure == ResolutionFailure(
+        THING.with_version(1, 0, 1),
+        (LookupHistory("registry", (RegistryError("RepoFailure", "Unexpected response code: 502"),), 3),),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScriptedHttp(HttpRepository):
+    """An HTTP repository whose answers are given (no network): for Iglu Central's hosts, which tests cannot serve."""
+
+    answers: dict[str, dict[str, Any] | RegistryError] = field(default_factory=dict, compare=False)
+
+    def fetch(self, key: SchemaKey) -> _Fetched:
+        answer = self.answers.get(key.version, RegistryError("NotFound"))
+        if isinstance(answer, RegistryError):
+            return _Fetched(None, answer, 1)
+        return _Fetched(json.dumps(answer), None, 1)
+
+
+def scripted(name: str, uri: str, **answers: dict[str, Any] | RegistryError) -> ScriptedHttp:
+    versions = {version.replace("_", "-"): answer for version, answer in answers.items()}
+    return ScriptedHttp(
+        name=name, priority=0, vendor_prefixes=(), uri=uri, pool=urllib3.PoolManager(), answers=versions
+    )
+
+
+@pytest.mark.parametrize(
+    ("mirror_says", "walks_on"),
+    [(RegistryError("NotFound"), True), (RegistryError("ClientFailure", "Unexpected response code: 403"), True),
+     (RegistryError("RepoFailure", "Unexpected response code: 500"), False)],
+)  # fmt: skip
+def test_schemas_until_weighs_iglu_central_failures_as_upstream(mirror_says: RegistryError, walks_on: bool) -> None:
+    # Upstream's isNotFound: among the registries whose host says "iglucentral", one NotFound (or ClientFailure)
+    # outweighs another's RepoFailure; a registry that is not Iglu Central must not have failed at all.
+    key = THING.with_version(1, 1, 0)
+    schemas = {"1_0_0": thing_schema("1-0-0"), "1_1_0": thing_schema("1-1-0", version="1-1-0")}
+    down = RegistryError("RepoFailure", "cannot connect: [Errno 111] Connection refused")
+    res = Resolver(
+        [
+            scripted("Iglu Central", "http://iglucentral.com", **schemas, **{"1_0_1": down}),
+            scripted("Iglu Central mirror", "https://mirror01.iglucentral-dev.com/", **{"1_0_1": mirror_says}),
+        ]
+    )
+    result = res.schemas_until(key)
+    if walks_on:
+        assert isinstance(result, list)
+        assert [k.version for k, _ in result] == ["1-0-0", "1-1-0"]
+    else:
+        assert result == ResolutionFailure(
+            THING.with_version(1, 0, 1),
+            (LookupHistory("Iglu Central", (down,), 1), LookupHistory("Iglu Central mirror", (mirror_says,), 1)),
+        )
+
+
+def test_schemas_until_stops_when_a_registry_that_is_not_iglu_central_failed() -> None:
+    key = THING.with_version(1, 1, 0)
+    schemas = {"1_0_0": thing_schema("1-0-0"), "1_1_0": thing_schema("1-1-0", version="1-1-0")}
+    down = RegistryError("RepoFailure", "read timed out after 5.0 s")
+    res = Resolver(
+        [
+            scripted("Iglu Central", "http://iglucentral.com", **schemas),
+            scripted("ours", "http://iglu.acme.com", **{"1_0_1": down}),
+        ]
+    )
+    failure = res.schemas_until(key)
+    assert isinstance(failure, ResolutionFailure)
+    assert failure.key == THING.with_version(1, 0, 1)
+    assert [h.describe() for h in failure.history] == [
+        "Iglu Central (NotFound)",
+        "ours (RepoFailure: read timed out after 5.0 s)",
+    ]
+
+
+# Config
+
+
+def config_error(text: str, source: str = "conf/resolver.json") -> str:
+    with pytest.raises(InvalidConfigError) as err:
+        Resolver.from_config(text, source)
+    return str(err.value)
+
+
+def test_config_that_is_not_json() -> None:
+    assert config_error("{not json") == (
+        "--iglu-config conf/resolver.json: given text that is not JSON (Expecting property name enclosed in double "
+        "quotes: line 1 column 2 (char 1)); allowed: a resolver config, a JSON object"
+    )
+
+
+def test_config_with_another_schema() -> None:
+    assert config_error(config(embedded("local", "/x"), schema="iglu:com.snowplowanalytics.iglu/resolver-config/jsonschema/2-0-0")) == (
+        '--iglu-config conf/resolver.json: schema: given "iglu:com.snowplowanalytics.iglu/resolver-config/jsonschema/2-0-0"; '
+        "allowed: iglu:com.snowplowanalytics.iglu/resolver-config/jsonschema/1-0-0 to 1-0-3"
+    )  # fmt: skip
+
+
+def test_config_repository_without_connection() -> None:
+    repo = embedded("local", "/x")
+    del repo["connection"]
+    assert config_error(config(repo), "s3://bucket/resolver.json") == (
+        "--iglu-config s3://bucket/resolver.json: data.repositories[0].connection: given nothing; "
+        "allowed: an object with name, priority, vendorPrefixes, connection "
+        "(name, priority, vendorPrefixes, connection required)"
+    )
+
+
+def test_config_connection_with_two_kinds() -> None:
+    repo = embedded("local", "/x")
+    repo["connection"]["http"] = {"uri": "http://iglucentral.com"}
+    assert config_error(config(http("central", "http://iglucentral.com"), repo)) == (
+        '--iglu-config conf/resolver.json: data.repositories[1].connection: given {"embedded": …, "http": …}; '
+        'allowed: {"embedded": {"path": …}} or {"http": {"uri": …, "apikey": …}}'
+    )
+
+
+def test_config_connection_of_another_kind() -> None:
+    repo = embedded("local", "/x")
+    repo["connection"] = {"ftp": {"host": "example.com"}}
+    assert config_error(config(http("central", "http://iglucentral.com"), repo)) == (
+        '--iglu-config conf/resolver.json: data.repositories[1].connection: given {"ftp": …}; '
+        'allowed: {"embedded": {"path": …}} or {"http": {"uri": …, "apikey": …}}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c["data"].update(repositories=[]), "data.repositories: given []; allowed: a non-empty array of repositories"),
+        (lambda c: c["data"].pop("cacheSize"), "data.cacheSize: given nothing; allowed: an object with cacheSize, cacheTtl, repositories (cacheSize, repositories required)"),
+        (lambda c: c["data"].update(cacheTtl="1h"), 'data.cacheTtl: given "1h"; allowed: a whole number of seconds, 0 or more, or null'),
+        (lambda c: c["data"]["repositories"][0].update(extra=1), "data.repositories[0].extra: given a key that is not allowed; allowed: an object with name, priority, vendorPrefixes, connection only"),
+        (lambda c: c["data"]["repositories"][0].update(priority="high"), 'data.repositories[0].priority: given "high"; allowed: a whole number (lower is asked first)'),
+        (lambda c: c["data"]["repositories"][0].update(vendorPrefixes="com.acme"), 'data.repositories[0].vendorPrefixes: given "com.acme"; allowed: an array of strings'),
+        (lambda c: c["data"]["repositories"][1]["connection"]["http"].update(uri="iglucentral.com"), 'data.repositories[1].connection.http.uri: given "iglucentral.com"; allowed: an http:// or https:// URI'),
+        (lambda c: c["data"]["repositories"][1]["connection"]["http"].update(apikey=42), "data.repositories[1].connection.http.apikey: given 42; allowed: a string or null"),
+        (lambda c: c["data"]["repositories"][1].update(name="local"), 'data.repositories[1].name: given "local", the name of data.repositories[0]; allowed: a name no other repository has'),
+    ],
+)  # fmt: skip
+def test_config_values_are_checked(change: Any, message: str) -> None:
+    document = json.loads(config(embedded("local", "/x"), http("central", "http://iglucentral.com")))
+    change(document)
+    assert config_error(json.dumps(document)) == f"--iglu-config conf/resolver.json: {message}"
+
+
+def test_config_of_every_1_0_x_schema_is_read_and_cache_settings_are_ignored() -> None:
+    repo = http("central", "http://iglucentral.com")
+    repo["priority"] = 3.0  # resolver-config 1-0-2 on says "number"; upstream reads a whole one as an Int
+    for addition in range(4):
+        schema = f"iglu:com.snowplowanalytics.iglu/resolver-config/jsonschema/1-0-{addition}"
+        document = {"schema": schema, "data": {"cacheSize": 0, "repositories": [repo]}}
+        res = Resolver.from_config(json.dumps(document), "resolver.json")
+        assert [(r.name, r.priority, r.vendor_prefixes) for r in res.repositories] == [("central", 3, ())]
+        assert res.repositories[0].describe() == "central (http http://iglucentral.com)"
