@@ -137,7 +137,9 @@ class EventFactory:
                            "data": {"genre": "product", "author": "Winnow", "inLanguage": "en-GB"}})  # fmt: skip
         f[FIELD_INDEX["contexts"]] = compact({"schema": CONTEXTS, "data": custom})
         derived = [{"schema": "iglu:com.snowplowanalytics.snowplow/ua_parser_context/jsonschema/1-0-0",
-                    "data": {"useragentFamily": agent[2], "useragentMajor": agent[3].split(".")[0], "osFamily": agent[7]}}]  # fmt: skip
+                    "data": {"useragentFamily": agent[2], "useragentMajor": agent[3].split(".")[0],
+                             "useragentMinor": agent[3].split(".")[1], "osFamily": agent[7],
+                             "deviceFamily": "iPhone" if agent[10] == "1" else "Other"}}]  # fmt: skip
         if rng.random() < 0.6:  # the UA parser enrichment is not on everywhere
             f[FIELD_INDEX["derived_contexts"]] = compact({"schema": CONTEXTS, "data": derived})
         if campaign:
