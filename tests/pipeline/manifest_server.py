@@ -91,7 +91,13 @@ def dynamodb_on_loopback(faults: Faults) -> Iterator[str]:
             self.end_headers()
             self.wfile.write(body)
 
-    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    class Server(ThreadingHTTPServer):
+        # Spark tasks open many connections at once: a deeper accept queue than socketserver's 5, so a burst on a
+        # loaded machine is queued rather than reset.
+        request_queue_size = 128
+        daemon_threads = True
+
+    proxy = Server(("127.0.0.1", 0), Proxy)
     thread = threading.Thread(target=proxy.serve_forever, daemon=True)
     thread.start()
     try:
