@@ -57,6 +57,7 @@ from pyspark.sql.types import (
     VariantType,
 )
 
+from jobs.iglu.names import snake_case
 from jobs.shred.widerow import column_name
 
 KINDS = ("contexts", "unstruct_event")
@@ -669,16 +670,13 @@ def _build_array(schema: _Schema) -> _Type | None:
     return None if built is None else _Array(built[0], built[1])
 
 
-_SNAKE_ACRONYM = re.compile(r"([A-Z]+)([A-Z][a-z])")
-_SNAKE_WORD = re.compile(r"([a-z0-9])([A-Z])")
 _DISALLOWED = re.compile(r"[^A-Za-z0-9_]")
 
 
 def normal_name(name: str) -> str:
     """`Field.normalizeName`: snake_case (`StringUtils.snakeCase`), characters other than `[A-Za-z0-9_]` to `_`, and
     `_` before a leading digit. The name of a column's field for a JSON key (`firstEventId` -> `first_event_id`)."""
-    snake = _SNAKE_WORD.sub(r"\1_\2", _SNAKE_ACRONYM.sub(r"\1_\2", name)).replace("-", "_").lower()
-    normalized = _DISALLOWED.sub("_", snake)
+    normalized = _DISALLOWED.sub("_", snake_case(name))
     return f"_{normalized}" if normalized[:1].isdigit() else normalized
 
 

@@ -20,13 +20,14 @@ revisions only change the table's migrations (`foldMapRedshiftSchemas`).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DataType, StringType, StructField, StructType
+
+from jobs.iglu.names import snake_case
 
 NULL = "\\N"
 Path = tuple[str, ...]
@@ -48,13 +49,6 @@ class TsvColumn:
     nullable: bool
     boolean: BooleanKind
     """Whether the value can be a JSON boolean (written 1/0): never, always (when not null), or among other types."""
-
-
-def snake_case(key: str) -> str:
-    """schema-ddl's `StringUtils.snakeCase`: `fooBar` -> `foo_bar`, `HTTPServer` -> `http_server`, `-` -> `_`."""
-    key = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", key)
-    key = re.sub(r"([a-z\d])([A-Z])", r"\1_\2", key)
-    return key.replace("-", "_").lower()
 
 
 def _types(schema: dict[str, Any]) -> set[str] | None:

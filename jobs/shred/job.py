@@ -31,7 +31,6 @@ from jobs.config import ShredLayout as Layout
 from jobs.contract import SUCCESS_MARKER, SUMMARY
 from jobs.enriched.parse import bad_row_json, field, has_all_fields, parse_events
 from jobs.errors import InvalidArgumentError
-from jobs.iglu.criterion import SchemaCriterion
 from jobs.iglu.resolver import Resolver
 from jobs.iglu.tsv import tsv_line
 from jobs.lake import FileSystem, RunFolder, absolute, check_apart, open_input, require_input
@@ -48,7 +47,15 @@ from jobs.shred.entities import (
     shredded_line,
     typed_entities,
 )  # fmt: skip
-from jobs.shred.plan import ShredPlan, check_resolver, iglu_failures, is_skipped, needs_resolver, plan_types
+from jobs.shred.plan import (
+    ShredPlan,
+    check_resolver,
+    iglu_failures,
+    is_skipped,
+    needs_resolver,
+    plan_types,
+    skip_criteria,
+)
 from jobs.shred.widerow import WIDEROW_FOLDER, event_json
 from jobs.summary import table
 
@@ -346,7 +353,7 @@ def _write_shredded(
         return Written(
             figures["good"], figures["bad"], per_type, [], figures["min_tstamp"], figures["max_tstamp"]
         )  # no loader message in the legacy layout
-    plan = ShredPlan(skip=tuple(_skip_criteria(config)))
+    plan = ShredPlan(skip=skip_criteria(config.shred))
     persisted = needs_resolver(output_format, config.shred)
     if persisted:
         decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
@@ -387,10 +394,6 @@ def _write_shredded(
         figures["skipped"] or 0,
         plan.notes,
     )
-
-
-def _skip_criteria(config: JobConfig) -> list[SchemaCriterion]:
-    return [SchemaCriterion.parse(text) for text in config.shred.skip]
 
 
 def _entity_uris(good: DataFrame) -> DataFrame:

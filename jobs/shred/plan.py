@@ -66,6 +66,11 @@ def open_resolver(source: str) -> Resolver:
     return Resolver.from_config(text, source, read_text)
 
 
+def skip_criteria(config: ShredConfig) -> tuple[SchemaCriterion, ...]:
+    """`shred.skip` parsed (validated when the config was loaded)."""
+    return tuple(SchemaCriterion.parse(text) for text in config.skip)
+
+
 def needs_resolver(output_format: str, config: ShredConfig) -> bool:
     """Whether a shred run must look schemas up: TSV shredding needs each TSV type's columns."""
     return output_format == "shred-tsv" or (output_format == "shred" and bool(config.tsv))
@@ -98,7 +103,7 @@ def plan_types(
     `shred` and a `shred.tsv` criterion matches it; skipped when a `shred.skip` criterion matches (skip wins).
     `lastAttempt` in a failure is the run's time, so a rerun writes the same bad rows.
     """
-    skip = tuple(SchemaCriterion.parse(text) for text in config.skip)
+    skip = skip_criteria(config)
     as_json = [SchemaCriterion.parse(text) for text in config.json]
     as_tsv = [SchemaCriterion.parse(text) for text in config.tsv]
     last_attempt = last_attempt_text(run_time)

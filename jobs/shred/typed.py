@@ -64,7 +64,7 @@ def type_families(
             continue
         ((vendor, name, model),) = family.members
         versions = present[(family.kind, vendor, name, model)]
-        newest = max(versions, key=lambda version: tuple(int(part) for part in version.split("-")))
+        newest = _newest(versions)
         key = SchemaKey(vendor, name, formats[(family.kind, vendor, name, model)], newest)
         family_formats[family.column] = key.format
         found = resolver.schemas_until(key)
@@ -82,6 +82,11 @@ def type_families(
         notes.append(found.describe())
         log.warning("iglu: %s", found.describe())
     return TypedFamilies(columns, family_formats, failures, tuple(notes))
+
+
+def _newest(versions: Iterable[str]) -> str:
+    """The highest SchemaVer `M-R-A` (compared as numbers)."""
+    return max(versions, key=lambda version: tuple(int(part) for part in version.split("-")))
 
 
 def _members_data(entities: Column, family: Family, versions: tuple[str, ...]) -> Column:
@@ -120,7 +125,7 @@ def cast_failures(entities: Column, families: list[Family], typed: TypedFamilies
         for column in typed.columns.get(family.column, []):
             data = _members_data(entities, family, column.matching_versions)
             ((vendor, name, _),) = family.members
-            newest = max(column.matching_versions, key=lambda version: tuple(int(p) for p in version.split("-")))
+            newest = _newest(column.matching_versions)
             key = f"iglu:{vendor}/{name}/{typed.formats[family.column]}/{newest}"
             value = F.concat(F.lit("["), F.array_join(data, ","), F.lit("]")) if family.kind == "contexts" else data
             failure = F.concat(

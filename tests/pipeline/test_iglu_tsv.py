@@ -10,7 +10,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from jobs.iglu.tsv import TsvColumn, UnusableSchemaError, snake_case, tsv_columns, tsv_fields
+from jobs.iglu.names import snake_case
+from jobs.iglu.tsv import TsvColumn, UnusableSchemaError, tsv_columns, tsv_fields
 
 # ShredModelSpec's `dummyModel`.
 DUMMY: dict[str, Any] = {
