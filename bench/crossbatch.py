@@ -944,16 +944,18 @@ def main(argv: list[str] | None = None) -> int:
 
     if "pairs" in args.sections:
         # What every manifest check pays before any look-up: the batch's distinct (event_key, fingerprint) pairs,
-        # which the job computes from a second read and parse of the input (jobs/dedup/inbatch.delivered_pairs).
+        # which the job takes from its one full parse of the input (jobs/dedup/inbatch.delivered_pairs).
         from jobs.dedup.inbatch import delivered_pairs
+        from jobs.enriched.parse import narrow_events
         from jobs.lake import read_lines
         from jobs.manifest.lake import keyed_pairs
 
         fields = session.config.dedup.fingerprint_fields
         pairs: dict[str, Any] = {}
         for b in (0, 1):
-            frame = delivered_pairs(read_lines(session.spark, str(batches[b])), fields).distinct()
-            keyed = keyed_pairs(delivered_pairs(read_lines(session.spark, str(batches[b])), fields)).distinct()
+            events = narrow_events(read_lines(session.spark, str(batches[b])), fields)
+            frame = delivered_pairs(events).distinct()
+            keyed = keyed_pairs(delivered_pairs(events)).distinct()
             wait_for_quiet(args.quiet_wait)
             pairs[f"batch_{b + 1}"] = {
                 "distinct_pairs_seconds": round(measured(functools.partial(noop_write, frame))[0], 3),

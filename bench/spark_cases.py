@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from jobs.config import JobConfig, ShredFormat, ShredLayout
 from jobs.dedup import inbatch
 from jobs.dedup import job as dedup_job
-from jobs.enriched.parse import field, is_valid, parse_events
+from jobs.enriched.parse import field, narrow_events, parse_events
 from jobs.keyed import job as keyed_job
 from jobs.lake import read_lines
 from jobs.runs import run_timestamp
@@ -113,22 +113,21 @@ def profile_steps(spark: SparkSession, config: JobConfig, input_path: str) -> di
     the `spark` section's.
     """
     fingerprints, run_time = config.dedup.fingerprint_fields, run_timestamp(RUN_ID)
+    strategy = config.dedup.synthetic
     lines = read_lines(spark, input_path)
     with_ids = inbatch.with_row_ids(lines)
-    repeated = inbatch.repeated_event_keys(with_ids)
+    events = narrow_events(with_ids, fingerprints, computed_fingerprints=False)  # as the in-batch job
     parsed = parse_events(lines, fingerprints).select("line", "errors", "event_id", "collector_tstamp")
     json_fields = lines.select(*parse_json_fields({name: field(F.col("value"), name) for name in JSON_FIELDS}))
     decided_events = shred_job.shred_events(parsed)
     return {
         "read": lambda: computed(lines),
-        "dedup: repeated-id scan": lambda: computed(repeated),
-        "dedup: validity of every line": lambda: computed(lines.select(is_valid(F.col("value")))),
-        "dedup: decision table": lambda: computed(
-            inbatch.decision_table(parse_events(inbatch.lines_of(with_ids, repeated), fingerprints))
+        "dedup: every line split and checked": lambda: computed(events),
+        "dedup: lines to decide (ids on more than one line)": lambda: computed(inbatch.to_decide(events)),
+        "dedup: decision table (their lines read again)": lambda: computed(
+            inbatch.decision_rows(with_ids, strategy, fingerprints, events=events)
         ),
-        "dedup: every line decided": lambda: computed(
-            dedup_job.classify(lines, config.dedup.synthetic, run_time, fingerprints)
-        ),
+        "dedup: every line decided": lambda: computed(dedup_job.classify(lines, strategy, run_time, fingerprints)),
         "shred: 131 fields parsed and checked": lambda: computed(parsed),
         "shred: JSON fields parsed alone": lambda: computed(json_fields),
         "shred: events decided (rdb)": lambda: computed(decided_events),

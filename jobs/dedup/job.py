@@ -9,6 +9,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
@@ -19,14 +20,15 @@ from jobs.dedup.inbatch import (
     DROPPED,
     DUPLICATE,
     GOOD,
-    OUTCOMES,
     QUARANTINED,
-    REASONS,
     SYNTHETIC_REASONS,
+    apply_decisions,
     decide_lines,
+    decision_rows,
     delivered_pairs,
     with_row_ids,
 )  # fmt: skip
+from jobs.enriched.parse import narrow_events
 from jobs.incremental import Window, plan_run
 from jobs.lake import Input, RunFolder, absolute, check_apart, open_input, require_input
 from jobs.manifest import Manifest, ManifestCheck, ManifestRun, ManifestStats, open_manifest
@@ -67,23 +69,21 @@ def output_folder() -> Column:
     return folder
 
 
-# Every (outcome, reason) a line can end with; `counted` counts each of them.
-OUTCOME_REASONS = [(outcome, reason) for outcome in OUTCOMES for reason in (None, *REASONS)]
+def counted(lines: DataFrame) -> tuple[DataFrame, Observation]:
+    """The lines, counted while they are written (no extra pass over them): the observation's value `lines`."""
+    observation = Observation("dedup lines")
+    return lines.observe(observation, F.count(F.lit(1)).alias("lines")), observation
 
 
-def counted(decided: DataFrame) -> tuple[DataFrame, Observation]:
-    """The decided lines, counted per (outcome, reason) while they are written (no extra pass over them).
-
-    The observation's value `str(i)` is the count of `OUTCOME_REASONS[i]`.
-    """
-    observation = Observation("dedup counts")
-    counts = [
-        F.count_if(
-            (F.col("outcome") == outcome) & (F.col("reason").isNull() if reason is None else F.col("reason") == reason)
-        ).alias(str(i))
-        for i, (outcome, reason) in enumerate(OUTCOME_REASONS)
-    ]
-    return decided.observe(observation, *counts), observation
+def outcome_counts(decisions: DataFrame, lines: int) -> dict[tuple[str, str | None], int]:
+    """Lines per (outcome, reason): the decision table's rows counted, and every line it does not name good."""
+    counts: dict[tuple[str, str | None], int] = {}
+    for row in decisions.groupBy("outcome", "reason").count().collect():
+        counts[(row["outcome"], row["reason"])] = row["count"]
+    plainly_good = lines - sum(counts.values())
+    if plainly_good:
+        counts[(GOOD, None)] = counts.get((GOOD, None), 0) + plainly_good
+    return counts
 
 
 def manifest_for(config: JobConfig, create: bool = False) -> Manifest | None:
@@ -184,33 +184,42 @@ def _deduplicate(
     With a manifest: the batch's pairs are checked first (the answers persisted), the lines decided and written,
     and only then are the run's pairs recorded where the backend records them at the end (the lake's commit).
     """
-    strategy = config.dedup.synthetic
+    strategy, fingerprint_fields = config.dedup.synthetic, config.dedup.fingerprint_fields
     lines = with_row_ids(source.lines(spark))
+    # Every fingerprint only when the manifest is asked about them; else just those of the lines to decide.
+    events = narrow_events(lines, fingerprint_fields, computed_fingerprints=manifest is not None)
     check: ManifestCheck | None = None
+    decisions: DataFrame | None = None
     try:
         if manifest is not None:
+            # Persisted: the manifest is asked about these pairs, and the decisions are taken from the same rows.
+            events = events.persist(StorageLevel.MEMORY_AND_DISK)
             progress(f"checking the manifest {manifest.uri}")
             check = manifest.check_pairs(
-                delivered_pairs(lines, config.dedup.fingerprint_fields),
+                delivered_pairs(events),
                 ManifestRun.of(folder.run_id, run_time, config.manifest.ttl_days),
                 config.manifest.cross_batch_synthetic,
             )
-        decided = decide_lines(
-            lines, strategy, config.dedup.fingerprint_fields, run_time, check.answers if check else None
-        )
+        progress(f"deciding the invalid lines and the ids on more than one line of {source.path}")
+        decisions = decision_rows(
+            lines, strategy, fingerprint_fields, check.answers if check else None, events
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        decisions.count()  # taken once, before anything is written: it is broadcast and counted below
         folder.clear()
-        progress(f"reading, deduplicating and writing {source.path}")
-        observed, observation = counted(decided)
+        progress(f"writing every line of {source.path} where its decision says")
+        observed, observation = counted(apply_decisions(lines, decisions, strategy, run_time))
         written = observed.select(output_folder().alias("folder"), "text")
         folder.write_text_split(written, sorted(set(OUTPUT_FOLDERS.values())), config.output.compression, "folder")
-        observed_counts = observation.get
-        counts = {pair: observed_counts[str(i)] for i, pair in enumerate(OUTCOME_REASONS) if observed_counts[str(i)]}
+        counts = outcome_counts(decisions, observation.get["lines"])
         if check is not None and manifest is not None:
             progress(f"recording this run's events in {manifest.uri}")
             check.record()
     finally:
         if check is not None:
             check.release()
+        if decisions is not None:
+            decisions.unpersist()
+        events.unpersist()
 
     summary = build_summary(counts, strategy)
     summary["manifest"] = _manifest_summary(manifest, check.stats() if check else None, summary["counts"]["input"])

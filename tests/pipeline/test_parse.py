@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.enriched.fields import DEFAULT_FINGERPRINT_FIELDS, FIELD_INDEX
-from jobs.enriched.parse import bad_row_json, is_valid, parse_events
+from jobs.enriched.parse import bad_row_json, is_valid, narrow_events, parse_events
 from tests.pipeline.helpers import ID_A, event
 
 
@@ -111,6 +111,10 @@ def test_bad_input_corpus_gives_one_message_per_problem(spark: SparkSession) -> 
         row["value"]: row["valid"] for row in frame.select("value", is_valid(F.col("value")).alias("valid")).collect()
     }
     assert [valid[line] for line in lines] == [not corpus[line] for line in lines]
+    # So does the dedup job's one split of every line.
+    narrow = narrow_events(frame.select("value", F.col("value").alias("line")), DEFAULT_FINGERPRINT_FIELDS)
+    split_valid = {row["line"]: row["valid"] for row in narrow.collect()}
+    assert [split_valid[line] for line in lines] == [not corpus[line] for line in lines]
 
 
 def test_a_huge_bad_value_is_quoted_cut_to_100_characters(spark: SparkSession) -> None:
@@ -153,6 +157,20 @@ def test_computed_fingerprints_ignore_collector_and_enrichment_fields(spark: Spa
     fingerprints = [rows[line] for line in lines]
     assert fingerprints[0] == fingerprints[1]
     assert len({fingerprints[0], fingerprints[2], fingerprints[3]}) == 3
+
+
+def test_the_dedup_jobs_narrow_parse_gives_the_same_fields_as_the_full_one(spark: SparkSession) -> None:
+    lines = [
+        event(event_id="4A5B6C7D-0000-4000-8000-00000000000A", event_fingerprint="given"),
+        event(event_fingerprint="", user_id="u1", page_title="Home"),
+        event(etl_tstamp="", collector_tstamp="2026-11-01 10:00:00.123456789"),
+    ]
+    frame = spark.createDataFrame([(line,) for line in lines], "value string")
+    full = parse_events(frame, DEFAULT_FINGERPRINT_FIELDS).select(
+        "line", "event_key", "fingerprint", "etl_tstamp", "collector_tstamp"
+    )
+    narrow = narrow_events(frame.select("value", F.col("value").alias("line")), DEFAULT_FINGERPRINT_FIELDS)
+    assert narrow.where("valid").drop("valid").sort("line").collect() == full.sort("line").collect()
 
 
 def test_the_fingerprint_field_list_is_configurable(spark: SparkSession) -> None:
