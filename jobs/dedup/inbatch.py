@@ -76,7 +76,9 @@ def to_decide(events: DataFrame, answered: DataFrame | None = None) -> DataFrame
         keys = answered.select("event_key").distinct().withColumn("answered", F.lit(True))
         events = events.join(F.broadcast(keys), "event_key", "left")
         needed = needed | F.col("answered").isNotNull()
-    counted = events.withColumn("copies", F.count(F.lit(1)).over(Window.partitionBy("event_key")))
+    # Invalid lines have no key: each is counted alone, so a file of bad lines does not all meet in one task.
+    by_id = Window.partitionBy(F.coalesce(F.col("event_key"), F.col("row_id").cast("string")))
+    counted = events.withColumn("copies", F.count(F.lit(1)).over(by_id))
     return counted.where(needed).drop("copies", "answered")
 
 
