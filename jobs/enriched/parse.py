@@ -5,7 +5,7 @@ Pure functions on DataFrames; Spark built-ins only (no Python on the per-row pat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame
@@ -99,15 +99,19 @@ def is_valid(line: Column) -> Column:
     Written out rather than derived from `line_problems`: each field is taken once and the checks stop at the
     first failure (Spark does not eliminate common subexpressions in filters, and this is the per-row path).
     """
-    fields = {name: field(line, name) for name in PARSED_FIELDS}
-    etl = fields["etl_tstamp"]
+    return _valid_event(has_all_fields(line), lambda name: field(line, name))
+
+
+def _valid_event(well_formed: Column, field_of: Callable[[str], Column]) -> Column:
+    """The checks of `is_valid`, first the field count (`well_formed`), then each field from `field_of`, once."""
+    etl = field_of("etl_tstamp")
     return (
-        has_all_fields(line)
-        & fields["event_id"].rlike(UUID_PATTERN)
-        & is_timestamp(fields["collector_tstamp"])
+        well_formed
+        & field_of("event_id").rlike(UUID_PATTERN)
+        & is_timestamp(field_of("collector_tstamp"))
         & ((etl == "") | is_timestamp(etl))
-        & (fields["v_collector"] != "")
-        & (fields["v_etl"] != "")
+        & (field_of("v_collector") != "")
+        & (field_of("v_etl") != "")
     )
 
 
@@ -188,17 +192,10 @@ def narrow_events(lines: DataFrame, fingerprint_fields: Sequence[str], computed_
     def at(name: str) -> Column:
         return F.get(F.col("all_fields"), FIELD_INDEX[name])
 
-    etl = at("etl_tstamp")
-    valid = (
-        (F.size("all_fields") == FIELD_COUNT)
-        & at("event_id").rlike(UUID_PATTERN)
-        & is_timestamp(at("collector_tstamp"))
-        & ((etl == "") | is_timestamp(etl))
-        & (at("v_collector") != "")
-        & (at("v_etl") != "")
-    )
+    valid = _valid_event(F.size("all_fields") == FIELD_COUNT, at)
     # Validity in a projection of its own: the next one reads it four times.
     checked = split.select(*others, valid.alias("valid"), "all_fields")
+    etl = at("etl_tstamp")
     given = at("event_fingerprint")
     fingerprint = F.when(given != "", given)
     if computed_fingerprints:
