@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,6 +21,8 @@ from jobs.errors import InputNotFoundError, InvalidArgumentError, WinnowError
 from jobs.runs import run_folder, run_lease
 
 STAGING = "_staging"
+
+T = TypeVar("T")
 
 
 def absolute(path: str) -> str:
@@ -154,35 +156,37 @@ class UnreadableFile:
 
 @dataclass(frozen=True)
 class Input:
-    """The input of a run: every file under `path` that reads whole, and those skipped as unreadable."""
+    """The input of a run: the files listed under `path` once, and those skipped as unreadable."""
 
     path: str
     files: tuple[str, ...]
     unreadable: tuple[UnreadableFile, ...] = ()
-    whole: bool = True
-    """True when the input is every file under `path` (not a selection of them)."""
+    frame: DataFrame | None = field(default=None, compare=False, repr=False)
+    """The lines of `files` as listed (Spark keeps the listing in the plan): every read of the run uses it, so a
+    file that arrives after the listing is neither read nor counted."""
 
     def lines(self, spark: SparkSession) -> DataFrame:
         """The lines of the readable files (column `value`)."""
-        if self.whole and not self.unreadable:
-            return read_lines(spark, self.path)
-        return spark.read.text(list(self.files))
+        return self.frame if self.frame is not None else spark.read.text(list(self.files))
+
+    def without(self, unreadable: Sequence[UnreadableFile]) -> Input:
+        """This input less the files found unreadable (read by name from now on)."""
+        skipped = {file.path for file in unreadable}
+        kept = tuple(name for name in self.files if name not in skipped)
+        return Input(self.path, kept, (*self.unreadable, *unreadable))
 
     def summary(self) -> dict[str, Any]:
         """For `summary.json`: how many files were read, and each file skipped with its size and error."""
         return {"files": len(self.files), "unreadable": [asdict(skipped) for skipped in self.unreadable]}
 
 
-def open_input(spark: SparkSession, path: str, skip_unreadable: bool, selected: Sequence[str] | None = None) -> Input:
-    """List the input files and read each one whole once (a line count), before the run writes anything.
+def open_input(spark: SparkSession, path: str, selected: Sequence[str] | None = None) -> Input:
+    """List the input files once: every file under `path`, or only `selected` (an incremental run's).
 
-    A truncated gzip or an unreadable file would otherwise fail the run halfway, after the manifest was
-    written; here it stops the run (or, with `skip_unreadable`, is left out and listed) before any write.
-    `selected`: read only these files under `path` (an incremental run's), not all of them.
+    Nothing is read yet: `read_whole` runs the job's first pass and stops the run on files that do not read whole.
 
     Raises:
         InputNotFoundError: the path does not exist or holds no input files.
-        UnreadableInputError: files that do not read whole, each named (unless `skip_unreadable`).
     """
     lines = read_lines(spark, path) if selected is None else spark.read.text(list(selected))
     files = tuple(sorted(lines.inputFiles()))
@@ -190,22 +194,45 @@ def open_input(spark: SparkSession, path: str, skip_unreadable: bool, selected: 
         raise InputNotFoundError(
             f"--input: {path} holds no input files (names starting with _ or . are skipped); nothing to do"
         )
+    return Input(path, files, frame=lines)
+
+
+def read_whole(
+    spark: SparkSession, source: Input, skip_unreadable: bool, first_pass: Callable[[DataFrame], T]
+) -> tuple[Input, T]:
+    """Run the job's first pass over the input's lines: an action that reads every file whole, before the run writes
+    or asks anything. Returns the input as read (less the files skipped) and what the pass returned.
+
+    A truncated gzip or an unreadable file would otherwise fail the run halfway, after the manifest was written;
+    here, when the pass fails and some files fail when read alone, it stops the run naming them (or, with
+    `skip_unreadable`, leaves them out, lists them, and runs the pass again over the rest). The files are read
+    one by one only after a failure, so a run over readable input reads them once.
+
+    Raises:
+        UnreadableInputError: files that do not read whole, each named (unless `skip_unreadable`).
+    """
     try:
-        lines.count()  # reads every file whole: a truncated gzip fails here
+        return source, first_pass(source.lines(spark))
     except Exception:
-        unreadable = _unreadable_files(spark, files)
+        unreadable = _unreadable_files(spark, source.files)
         if not unreadable:
             raise  # no file fails on its own: not an input problem
-    else:
-        return Input(path, files, whole=selected is None)
-    if not skip_unreadable:
-        raise UnreadableInputError(
-            f"--input: {len(unreadable)} of {len(files)} file(s) cannot be read, nothing was written: "
-            + "; ".join(file.describe() for file in unreadable)
-            + ". Replace or remove them, or set input.skip_unreadable: true to skip them (listed in summary.json)"
+    if not skip_unreadable or len(unreadable) == len(source.files):
+        remedy = "Replace or remove them" + (
+            "" if skip_unreadable else ", or set input.skip_unreadable: true to skip them (listed in summary.json)"
         )
-    skipped = {file.path for file in unreadable}
-    return Input(path, tuple(name for name in files if name not in skipped), tuple(unreadable), selected is None)
+        raise UnreadableInputError(
+            f"--input: {len(unreadable)} of {len(source.files)} file(s) cannot be read, nothing was written: "
+            + "; ".join(file.describe() for file in unreadable)
+            + f". {remedy}"
+        )
+    readable = source.without(unreadable)
+    return readable, first_pass(readable.lines(spark))
+
+
+def count_lines(lines: DataFrame) -> int:
+    """The simplest first pass (`read_whole`): every line counted."""
+    return lines.count()
 
 
 def _unreadable_files(spark: SparkSession, files: Sequence[str]) -> list[UnreadableFile]:

@@ -30,7 +30,7 @@ from jobs.dedup.inbatch import (
 )  # fmt: skip
 from jobs.enriched.parse import narrow_events
 from jobs.incremental import Window, plan_run
-from jobs.lake import Input, RunFolder, absolute, check_apart, open_input, require_input
+from jobs.lake import Input, RunFolder, absolute, check_apart, open_input, read_whole, require_input
 from jobs.manifest import Manifest, ManifestCheck, ManifestRun, ManifestStats, open_manifest
 from jobs.manifest.lease import writer_lease
 from jobs.runs import run_timestamp
@@ -139,9 +139,8 @@ def run(
     folder = RunFolder(spark, output_path, run_id, "dedup", sorted(set(OUTPUT_FOLDERS.values())))
     manifest_lease = writer_lease(spark, manifest, "dedup", run_id) if manifest else contextlib.nullcontext()
     with folder.writing(), manifest_lease:
-        progress(f"reading {'the planned' if plan else 'every'} input file(s) under {input_path} once")
-        source = open_input(spark, input_path, config.input.skip_unreadable, plan.paths if plan else None)
-        summary = _deduplicate(spark, config, source, folder, run_time, manifest, progress)
+        source = open_input(spark, input_path, plan.paths if plan else None)
+        summary, source = _deduplicate(spark, config, source, folder, run_time, manifest, progress)
         if summary["manifest"] is not None and pacing is not None:
             summary["manifest"]["pacing"] = pacing
         summary.update(
@@ -178,33 +177,39 @@ def _deduplicate(
     run_time: datetime,
     manifest: Manifest | None,
     progress: Progress,
-) -> dict[str, Any]:
-    """Decide and write every line into the run folder; the counts and manifest parts of the summary.
+) -> tuple[dict[str, Any], Input]:
+    """Decide and write every line into the run folder; the counts and manifest parts of the summary, and the input
+    as read (less any file skipped as unreadable).
 
-    With a manifest: the batch's pairs are checked first (the answers persisted), the lines decided and written,
+    The first pass reads every file whole before anything is asked or written (`read_whole`): with a manifest, the
+    narrow rows persisted (the manifest is asked about their pairs, and the decisions are taken from the same rows);
+    without one, the decision table itself. With a manifest, the lines are decided and written after the check,
     and only then are the run's pairs recorded where the backend records them at the end (the lake's commit).
     """
     strategy, fingerprint_fields = config.dedup.synthetic, config.dedup.fingerprint_fields
-    lines = with_row_ids(source.lines(spark))
-    # Every fingerprint only when the manifest is asked about them; else just those of the lines to decide.
-    events = narrow_events(lines, fingerprint_fields, computed_fingerprints=manifest is not None)
+
+    def first_pass(source_lines: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame | None]:
+        lines = with_row_ids(source_lines)
+        # Every fingerprint only when the manifest is asked about them; else just those of the lines to decide.
+        events = narrow_events(lines, fingerprint_fields, computed_fingerprints=manifest is not None)
+        if manifest is not None:
+            return lines, persisted(events), None
+        return lines, events, persisted(decision_rows(lines, strategy, fingerprint_fields, None, events))
+
+    progress(f"reading and parsing every line of {source.path}; deciding the bad lines and repeated ids")
+    source, (lines, events, decisions) = read_whole(spark, source, config.input.skip_unreadable, first_pass)
     check: ManifestCheck | None = None
-    decisions: DataFrame | None = None
     try:
         if manifest is not None:
-            # Persisted: the manifest is asked about these pairs, and the decisions are taken from the same rows.
-            events = events.persist(StorageLevel.MEMORY_AND_DISK)
             progress(f"checking the manifest {manifest.uri}")
             check = manifest.check_pairs(
                 delivered_pairs(events),
                 ManifestRun.of(folder.run_id, run_time, config.manifest.ttl_days),
                 config.manifest.cross_batch_synthetic,
             )
-        progress(f"deciding the invalid lines and the ids on more than one line of {source.path}")
-        decisions = decision_rows(
-            lines, strategy, fingerprint_fields, check.answers if check else None, events
-        ).persist(StorageLevel.MEMORY_AND_DISK)
-        decisions.count()  # taken once, before anything is written: it is broadcast and counted below
+            progress("deciding the bad lines, the repeated ids and the ids the manifest had seen")
+            decisions = persisted(decision_rows(lines, strategy, fingerprint_fields, check.answers, events))
+        assert decisions is not None  # taken in the first pass, or just above
         folder.clear()
         progress(f"writing every line of {source.path} where its decision says")
         observed, observation = counted(apply_decisions(lines, decisions, strategy, run_time))
@@ -223,7 +228,19 @@ def _deduplicate(
 
     summary = build_summary(counts, strategy)
     summary["manifest"] = _manifest_summary(manifest, check.stats() if check else None, summary["counts"]["input"])
-    return summary
+    return summary, source
+
+
+def persisted(frame: DataFrame) -> DataFrame:
+    """`frame` persisted and computed once now (it is read more than once, and is small next to the lines); on a
+    failure its blocks are freed."""
+    frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        frame.count()
+    except Exception:
+        frame.unpersist()
+        raise
+    return frame
 
 
 def _manifest_summary(

@@ -16,7 +16,7 @@ from jobs.config import JobConfig
 from jobs.dedup.job import Progress, manifest_for, tasks_at_once
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
-from jobs.lake import Input, absolute, open_input, require_input
+from jobs.lake import Input, absolute, count_lines, open_input, read_whole, require_input
 from jobs.manifest import Manifest, ManifestRun
 from jobs.manifest.base import SEEN_EARLIER
 from jobs.manifest.lease import writer_lease
@@ -54,7 +54,7 @@ def run(
     manifest, pacing = manifest.paced(tasks_at_once(spark))  # a back-fill is the heaviest load a table gets
     with writer_lease(spark, manifest, "populate-manifest", run_id):
         progress(f"reading every input file under {input_path} once")
-        source = open_input(spark, input_path, config.input.skip_unreadable)
+        source, _ = read_whole(spark, open_input(spark, input_path), config.input.skip_unreadable, count_lines)
         summary = _populate(
             spark,
             config,

@@ -33,7 +33,7 @@ from jobs.enriched.parse import bad_row_json, field, has_all_fields, parse_event
 from jobs.errors import InvalidArgumentError
 from jobs.iglu.resolver import Resolver
 from jobs.iglu.tsv import tsv_line
-from jobs.lake import FileSystem, RunFolder, absolute, check_apart, open_input, require_input
+from jobs.lake import FileSystem, RunFolder, absolute, check_apart, count_lines, open_input, read_whole, require_input
 from jobs.runs import run_timestamp
 from jobs.shred import message, rdb
 from jobs.shred.entities import (
@@ -202,7 +202,7 @@ def run(
     folder = RunFolder(spark, output_path, run_id, "shred", RUN_ENTRIES)
     with folder.writing():
         progress(f"reading every input file under {input_path} once")
-        source = open_input(spark, input_path, config.input.skip_unreadable)
+        source, _ = read_whole(spark, open_input(spark, input_path), config.input.skip_unreadable, count_lines)
         parsed = parse_events(source.lines(spark), config.dedup.fingerprint_fields).select(
             "line", "errors", "event_id", "collector_tstamp"
         )

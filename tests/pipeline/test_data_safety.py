@@ -3,9 +3,11 @@ unreadable and empty input, inputs and outputs kept apart, one-line errors."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,8 +17,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from jobs.cli import main
-from jobs.lake import FileSystem
+from jobs.lake import FileSystem, count_lines, open_input, read_whole
 from jobs.lease import BARRIER_VARIABLE, create_if_absent
+from jobs.manifest import sqlite as sqlite_manifest
 from tests.pipeline.helpers import ID_A, ID_B, ID_C, RUN_ID, event, read_lines, run_folder_content
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -277,16 +280,30 @@ def gzip_input(folder: Path) -> tuple[Path, Path]:
     return folder / "whole.tsv.gz", truncated
 
 
-@pytest.mark.parametrize("job", ["dedup", "shred"])
+def manifest_entries(database: Path) -> list[tuple[str, str]]:
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        return sorted(connection.execute(f"SELECT event_id, fingerprint FROM {sqlite_manifest.TABLE}").fetchall())
+
+
+@pytest.mark.parametrize("job,manifest", [("dedup", False), ("dedup", True), ("shred", False)])
 def test_a_truncated_gzip_stops_the_run_before_it_writes_naming_the_file(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str, manifest: bool
 ) -> None:
     _, truncated = gzip_input(tmp_path / "in")
-    output = tmp_path / "out"
-    argv = [job, "--input", str(tmp_path / "in"), "--output", str(output), "--run-id", RUN_ID]
+    output, database = tmp_path / "out", tmp_path / "manifest.db"
+    options = ["--manifest", f"sqlite:{database}"] if manifest else []
+    argv = [job, "--input", str(tmp_path / "in"), "--output", str(output), "--run-id", RUN_ID, *options]
     write_input(tmp_path / "earlier")  # an earlier complete attempt of the run stays in place
-    assert main([job, "--input", str(tmp_path / "earlier"), "--output", str(output), "--run-id", RUN_ID]) == 0
+    create = ["--create"] if manifest else []
+    assert (
+        main(
+            [job, "--input", str(tmp_path / "earlier"), "--output", str(output), "--run-id", RUN_ID, *options, *create]
+        )
+        == 0
+    )
     earlier = sorted(str(path.relative_to(output)) for path in output.rglob("*"))
+    recorded = manifest_entries(database) if manifest else []
+    assert len(recorded) == (3 if manifest else 0)
     capsys.readouterr()
 
     assert main(argv) == 1
@@ -300,6 +317,8 @@ def test_a_truncated_gzip_stops_the_run_before_it_writes_naming_the_file(
         "input.skip_unreadable: true to skip them (listed in summary.json)"
     )
     assert sorted(str(path.relative_to(output)) for path in output.rglob("*")) == earlier
+    if manifest:  # the manifest was not asked: not one of the readable file's events was recorded
+        assert manifest_entries(database) == recorded
 
 
 @pytest.mark.parametrize("job", ["dedup", "shred"])
@@ -323,6 +342,14 @@ def test_skip_unreadable_skips_and_lists_each_file(spark: SparkSession, tmp_path
     if job == "dedup":
         assert read_lines(run / "good") == lines
     assert not (run / "_staging").exists()
+
+
+def test_a_file_arriving_after_the_listing_is_neither_read_nor_counted(spark: SparkSession, tmp_path: Path) -> None:
+    source = open_input(spark, str(write_input(tmp_path / "in")))
+    write_input(tmp_path / "in", [event(ID_A)] * 7, name="part-1.tsv")  # lands while the run starts
+    read, lines = read_whole(spark, source, False, count_lines)
+    assert (read.files, lines) == ((f"file://{tmp_path / 'in' / 'part-0.tsv'}",), len(LINES))
+    assert read.lines(spark).count() == len(LINES)  # every later pass reads the same files
 
 
 # 6. A rerun removes _SUCCESS first.
