@@ -24,12 +24,14 @@ from urllib.parse import unquote
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType
 
 from jobs import __version__
 from jobs.config import SHRED_FORMATS, SHRED_LAYOUTS, JobConfig, ShredFormat
 from jobs.config import ShredLayout as Layout
 from jobs.contract import SUCCESS_MARKER, SUMMARY
-from jobs.enriched.parse import bad_row_json, field, has_all_fields, parse_events
+from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
+from jobs.enriched.parse import bad_row_json, parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.iglu.resolver import Resolver
 from jobs.iglu.tsv import tsv_line
@@ -81,35 +83,40 @@ def shred_events(parsed: DataFrame, layout: Layout = "rdb") -> DataFrame:
     Snowplow's SDK does (`rdb.decoding_errors`), and reports the JSON fields of any 131-field line.
     """
     line = F.col("line")
-    parsed_ok = F.size("errors") == 0
-    readable = parsed_ok if layout == "legacy" else has_all_fields(line)
-    raw_fields = (F.when(readable, field(line, name)).alias(name) for name in JSON_FIELDS)
-    with_raw = parsed.select("line", "errors", "event_id", "collector_tstamp", *raw_fields)
+    # The line split once: the field count, the JSON fields and (rdb) every value to decode come from it.
+    split = parsed.select("line", "errors", "event_id", "collector_tstamp", F.split(line, "\t").alias("all_fields"))
+    readable = (F.size("errors") == 0) if layout == "legacy" else (F.size("all_fields") == FIELD_COUNT)
+    raw_fields = (F.when(F.col("readable"), F.get("all_fields", FIELD_INDEX[name])).alias(name) for name in JSON_FIELDS)
+    with_raw = split.select("line", "errors", "event_id", "collector_tstamp", "all_fields", readable.alias("readable"))
+    with_raw = with_raw.select("*", *raw_fields)
     with_json = with_raw.select("*", *parse_json_fields({name: F.col(name) for name in JSON_FIELDS}))
     # Each field's entities once, in their own column: the checks and the output read them.
     with_entities = with_json.select(
-        "line", "errors", "event_id", "collector_tstamp", *JSON_FIELDS, *(f"{name}_env" for name in JSON_FIELDS),
-        *(field_entities(name).alias(f"{name}_entities") for name in JSON_FIELDS),
-        (F.when(readable, F.split(line, "\t")) if layout == "rdb" else F.lit(None).cast("array<string>")).alias(
-            "fields"
-        ),
+        "line", "errors", "event_id", "collector_tstamp", "all_fields", "readable", *JSON_FIELDS,
+        *(f"{name}_env" for name in JSON_FIELDS), *(field_entities(name).alias(f"{name}_entities") for name in JSON_FIELDS),
     )  # fmt: skip
     no_errors = F.array().cast("array<string>")
     json_errors = {
-        name: F.when(readable, field_errors(name, F.col(name), F.col(f"{name}_entities"))).otherwise(no_errors)
+        name: F.when(F.col("readable"), field_errors(name, F.col(name), F.col(f"{name}_entities"))).otherwise(no_errors)
         for name in JSON_FIELDS
     }
     if layout == "legacy":
         errors = F.concat(F.col("errors"), *json_errors.values())
         failure = F.lit(None).cast(rdb.FAILURE_TYPE)
+        fields = F.lit(None).cast("array<string>")
     else:
+        # In a projection of its own: the failure reads it twice, and Spark would otherwise build it twice.
+        with_entities = with_entities.select(
+            "*", F.when(F.col("readable"), rdb.decoding_errors(F.col("all_fields"), json_errors)).alias("decoding")
+        )
         errors = no_errors
-        failure = rdb.failure(line, F.when(readable, rdb.decoding_errors(F.col("fields"), json_errors)))
+        failure = rdb.failure(F.size("all_fields"), F.col("decoding"))
+        fields = F.when(F.col("readable"), F.col("all_fields"))
     checked = with_entities.select(
         "line",
         errors.alias("errors"),
         failure.alias("failure"),
-        "fields",
+        fields.alias("fields"),
         "event_id",
         "collector_tstamp",
         F.concat(*(F.col(f"{name}_entities") for name in KIND_ORDER)).alias("entities"),
@@ -440,55 +447,46 @@ def rdb_outputs(decided: DataFrame, plan: ShredPlan | None = None) -> DataFrame:
     A good event gives its atomic line and a line per entity not skipped: TSV (`format=tsv`) for the types the
     plan has columns for, JSON otherwise; an event with an Iglu failure its `loader_iglu_error` row; any other
     bad line its `loader_parsing_error` row.
+
+    The events are exploded first, one row per output line (the event's own line has no entity), and each line
+    is built after: built inside an array function, every entity line was evaluated without generated code
+    (Spark's higher-order functions are interpreted, and with them everything inside them).
     """
     plan = plan or ShredPlan()
+    good = F.col("good")
+    entities = decided.schema["entities"].dataType
+    assert isinstance(entities, ArrayType)
+    no_entity = F.array(F.lit(None).cast(entities.elementType))
+    exploded = decided.select(
+        "good", "line", "fields", "failure", "event_id", "root_tstamp",
+        *(["iglu_failure", "entities"] if plan.failures else []),
+        F.explode(F.when(good, F.concat(no_entity, F.col("entities"))).otherwise(no_entity)).alias("entity"),
+    )  # fmt: skip
+    e = F.col("entity")
+    uri = _schema_key(e)
+    if plan.skip:
+        exploded = exploded.where(e.isNull() | ~is_skipped(uri, plan.skip))
     root_id = F.lower(F.col("event_id"))  # upstream's rootId is the event's UUID, which prints lower-case
-    kept = F.filter("entities", lambda e: ~is_skipped(_schema_key(e), plan.skip)) if plan.skip else F.col("entities")
-
-    def entity_line(e: Column) -> Column:
-        uri = _schema_key(e)
-        text = shredded_line(e, root_id, F.col("root_tstamp"))
-        shredded_format = F.lit("json")
-        for key, columns in sorted(plan.tsv.items()):
-            vendor, name, schema_format, version = key.removeprefix("iglu:").split("/")
-            line = tsv_line(vendor, name, schema_format, version, root_id, F.col("root_tstamp"), e["data"], columns)
-            text = F.when(uri == key, line).otherwise(text)
-            shredded_format = F.when(uri == key, F.lit("tsv")).otherwise(shredded_format)
-        return F.struct(
-            rdb.entity_folder(e, shredded_format).alias("folder"),
-            text.alias("text"),
-            F.concat(_entity_kind(e["kind"]), F.lit("\t"), uri).alias("type_key"),
-        )
-
-    no_type = F.lit(None).cast("string").alias("type_key")
-    atomic = F.array(
-        F.struct(
-            F.lit(f"{rdb.GOOD}/{rdb.ATOMIC_PATH}").alias("folder"),
-            rdb.atomic_line(F.col("fields")).alias("text"),
-            no_type,
-        )
+    entity_text = shredded_line(e, root_id, F.col("root_tstamp"))
+    shredded_format = F.lit("json")
+    for key, columns in sorted(plan.tsv.items()):
+        vendor, name, schema_format, version = key.removeprefix("iglu:").split("/")
+        line = tsv_line(vendor, name, schema_format, version, root_id, F.col("root_tstamp"), e["data"], columns)
+        entity_text = F.when(uri == key, line).otherwise(entity_text)
+        shredded_format = F.when(uri == key, F.lit("tsv")).otherwise(shredded_format)
+    folder = F.when(e.isNotNull(), rdb.entity_folder(e, shredded_format)).when(
+        good, F.lit(f"{rdb.GOOD}/{rdb.ATOMIC_PATH}")
     )
-    parsing_error = F.array(
-        F.struct(
-            F.lit(f"{rdb.BAD}/{rdb.PARSING_ERROR_PATH}").alias("folder"),
-            rdb.bad_row(F.col("line"), F.col("failure"), __version__).alias("text"),
-            no_type,
-        )
-    )
-    outputs = F.when(F.col("good"), F.concat(atomic, F.transform(kept, entity_line)))
+    text = F.when(e.isNotNull(), entity_text).when(good, rdb.atomic_line(F.col("fields")))
     if plan.failures:  # the payload's expression is large: only there when a schema failed
-        iglu_error = F.array(
-            F.struct(
-                F.lit(f"{rdb.BAD}/{rdb.IGLU_ERROR_PATH}").alias("folder"),
-                rdb.iglu_bad_row(
-                    F.col("iglu_failure"), event_json(F.split("line", "\t"), F.col("entities")), __version__
-                ).alias("text"),
-                no_type,
-            )
-        )
-        outputs = outputs.when(F.col("iglu_failure").isNotNull(), iglu_error)
-    outputs = outputs.otherwise(parsing_error)
-    return decided.select(F.explode(outputs).alias("out")).select("out.folder", "out.text", "out.type_key")
+        iglu_failed = F.col("iglu_failure").isNotNull()
+        folder = folder.when(iglu_failed, F.lit(f"{rdb.BAD}/{rdb.IGLU_ERROR_PATH}"))
+        payload = event_json(F.split("line", "\t"), F.col("entities"))
+        text = text.when(iglu_failed, rdb.iglu_bad_row(F.col("iglu_failure"), payload, __version__))
+    folder = folder.otherwise(F.lit(f"{rdb.BAD}/{rdb.PARSING_ERROR_PATH}"))
+    text = text.otherwise(rdb.bad_row(F.col("line"), F.col("failure"), __version__))
+    type_key = F.when(e.isNotNull(), F.concat(_entity_kind(e["kind"]), F.lit("\t"), uri))
+    return exploded.select(folder.alias("folder"), text.alias("text"), type_key.alias("type_key"))
 
 
 def _entity_kind(kind: Column) -> Column:
