@@ -68,6 +68,10 @@ SHREDDING_COMPLETE = "shredding_complete.json"
 RUN_ENTRIES = (ATOMIC_EVENTS, SHREDDED_TYPES, WIDEROW_FOLDER, "bad", rdb.GOOD, rdb.BAD, SHREDDING_COMPLETE)
 
 Progress = Callable[[str], None]
+# The decided lines, when TSV shredding reads them twice (types, then lines), are kept on disk only: a row holds the
+# line, its 131 fields and its entities (~4 KB), and building Spark's in-memory cache of such rows ran the 4 GB local
+# driver out of heap (shred-tsv of 1M events: OutOfMemoryError with MEMORY_AND_DISK, 192 s with this).
+DECIDED_STORAGE = StorageLevel.DISK_ONLY
 # The type of `typed_entities`, for the empty array of bad lines.
 _TYPED = "array<struct<kind:string,vendor:string,name:string,format:string,version:string,model:string,data:string>>"
 
@@ -363,7 +367,7 @@ def _write_shredded(
     plan = ShredPlan(skip=skip_criteria(config.shred))
     persisted = needs_resolver(output_format, config.shred)
     if persisted:
-        decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
+        decided = decided.persist(DECIDED_STORAGE)
     try:
         if persisted:
             progress("collecting the entity types, to look their schemas up")
