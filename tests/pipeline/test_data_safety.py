@@ -294,13 +294,8 @@ def test_a_truncated_gzip_stops_the_run_before_it_writes_naming_the_file(
     options = ["--manifest", f"sqlite:{database}"] if manifest else []
     argv = [job, "--input", str(tmp_path / "in"), "--output", str(output), "--run-id", RUN_ID, *options]
     write_input(tmp_path / "earlier")  # an earlier complete attempt of the run stays in place
-    create = ["--create"] if manifest else []
-    assert (
-        main(
-            [job, "--input", str(tmp_path / "earlier"), "--output", str(output), "--run-id", RUN_ID, *options, *create]
-        )
-        == 0
-    )
+    earlier_argv = [job, "--input", str(tmp_path / "earlier"), "--output", str(output), "--run-id", RUN_ID, *options]
+    assert main([*earlier_argv, *(["--create"] if manifest else [])]) == 0
     earlier = sorted(str(path.relative_to(output)) for path in output.rglob("*"))
     recorded = manifest_entries(database) if manifest else []
     assert len(recorded) == (3 if manifest else 0)
@@ -342,6 +337,24 @@ def test_skip_unreadable_skips_and_lists_each_file(spark: SparkSession, tmp_path
     if job == "dedup":
         assert read_lines(run / "good") == lines
     assert not (run / "_staging").exists()
+
+
+def test_skip_unreadable_with_no_readable_file_stops_the_run(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    whole, truncated = gzip_input(tmp_path / "in")
+    whole.unlink()
+    config = tmp_path / "config.json"
+    config.write_text('{"input": {"skip_unreadable": true}}')
+    output = tmp_path / "out"
+    argv = ["dedup", "--input", str(tmp_path / "in"), "--output", str(output), "--run-id", RUN_ID]
+    assert main([*argv, "--config", str(config)]) == 1
+    assert last_error_line(capsys.readouterr().err) == (
+        f"error: --input: 1 of 1 file(s) cannot be read, nothing was written: file://{truncated} "
+        f"({truncated.stat().st_size:,} bytes): java.io.EOFException: Unexpected end of input stream. "
+        "Replace or remove them"
+    )
+    assert not (output / f"run={RUN_ID}").exists()
 
 
 def test_a_file_arriving_after_the_listing_is_neither_read_nor_counted(spark: SparkSession, tmp_path: Path) -> None:
