@@ -68,9 +68,10 @@ SHREDDING_COMPLETE = "shredding_complete.json"
 RUN_ENTRIES = (ATOMIC_EVENTS, SHREDDED_TYPES, WIDEROW_FOLDER, "bad", rdb.GOOD, rdb.BAD, SHREDDING_COMPLETE)
 
 Progress = Callable[[str], None]
-# The decided lines, when TSV shredding reads them twice (types, then lines), are kept on disk only: a row holds the
-# line, its 131 fields and its entities (~4 KB), and building Spark's in-memory cache of such rows ran the 4 GB local
-# driver out of heap (shred-tsv of 1M events: OutOfMemoryError with MEMORY_AND_DISK, 192 s with this).
+# The decided lines, when TSV shredding or the wide rows read them more than once (types, then lines), are kept on
+# disk only: a row holds the line, its fields and its entities (~4 KB), and Spark's in-memory cache of such rows ran
+# the 4 GB local driver out of heap (1M events: OutOfMemoryError with MEMORY_AND_DISK for shred-tsv and
+# widerow-parquet alike).
 DECIDED_STORAGE = StorageLevel.DISK_ONLY
 # The type of `typed_entities`, for the empty array of bad lines.
 _TYPED = "array<struct<kind:string,vendor:string,name:string,format:string,version:string,model:string,data:string>>"
@@ -485,7 +486,7 @@ def rdb_outputs(decided: DataFrame, plan: ShredPlan | None = None) -> DataFrame:
     if plan.failures:  # the payload's expression is large: only there when a schema failed
         iglu_failed = F.col("iglu_failure").isNotNull()
         folder = folder.when(iglu_failed, F.lit(f"{rdb.BAD}/{rdb.IGLU_ERROR_PATH}"))
-        payload = event_json(F.split("line", "\t"), F.col("entities"))
+        payload = event_json(F.col("fields"), F.col("entities"))  # a failed event is good: it has its fields
         text = text.when(iglu_failed, rdb.iglu_bad_row(F.col("iglu_failure"), payload, __version__))
     folder = folder.otherwise(F.lit(f"{rdb.BAD}/{rdb.PARSING_ERROR_PATH}"))
     text = text.otherwise(rdb.bad_row(F.col("line"), F.col("failure"), __version__))
@@ -556,7 +557,9 @@ def _write_wide_rows(
     from jobs.shred.typed import TypedFamilies, cast_failures, type_families, typed_columns
 
     rows_folder, bad_folder = (WIDEROW_FOLDER, "bad") if layout == "legacy" else (rdb.GOOD, rdb.BAD)
-    decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
+    # Cached on disk only, without the split fields (the rows are built from the line): with them and
+    # MEMORY_AND_DISK, 1M events ran the 4 GB local driver out of heap, as for TSV shredding.
+    decided = decided.drop("fields").persist(DECIDED_STORAGE)
     marked = decided
     try:
         type_rows = _type_rows(decided.where("good"))
@@ -578,7 +581,7 @@ def _write_wide_rows(
             marked = (
                 decided.withColumn("iglu_failure", failure)
                 .withColumn("good", F.col("good") & F.col("iglu_failure").isNull())
-                .persist(StorageLevel.MEMORY_AND_DISK)
+                .persist(DECIDED_STORAGE)
             )
         else:
             marked = decided.withColumn("iglu_failure", F.lit(None).cast("string"))
@@ -616,7 +619,9 @@ def _write_wide_rows(
         else:
             parsing_error = rdb.bad_row(F.col("line"), F.col("failure"), __version__)
             if figures["iglu_bad"]:
-                payload = event_json(F.split("line", "\t"), F.col("entities"))
+                # The line split in a projection of its own: inside the `when`, every field would split it again.
+                bad_lines = bad_lines.withColumn("split_line", F.split("line", "\t"))
+                payload = event_json(F.col("split_line"), F.col("entities"))
                 iglu_error = rdb.iglu_bad_row(F.col("iglu_failure"), payload, __version__)
                 parsing_error = F.when(F.col("iglu_failure").isNotNull(), iglu_error).otherwise(parsing_error)
             bad_text = bad_lines.select(parsing_error)

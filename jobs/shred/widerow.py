@@ -129,16 +129,19 @@ def typed_value(text: Column, spark_type: str) -> Column:
         up; upstream's Parquet makes such an event a bad row instead).
       - `string`: the text as given.
     """
+    present = text != ""
     if spark_type == "string":
-        return F.when(text != "", text)
+        return F.when(present, text)
     if spark_type == "timestamp":
         return F.when(text.rlike(_INSTANT_TEXT), F.concat(text, F.lit("Z")).try_cast("timestamp"))
     if spark_type == "boolean":
         return F.when(text == "1", F.lit(True)).when(text == "0", F.lit(False))
+    # Cast only present text: `try_cast` of an empty string throws and catches an exception inside Spark, which
+    # made the casts of a wide row (most number fields are empty) ~14x slower (200k lines: 22 s against 1.6 s).
+    number = F.when(present, text.try_cast(spark_type))
     if spark_type == "double":
-        number = text.try_cast("double")
         return F.when(~F.isnan(number) & (F.abs(number) != F.lit(float("inf"))), number)
-    return text.try_cast(spark_type)
+    return number
 
 
 def _field_text(fields: Column, name: str) -> Column:
@@ -249,8 +252,10 @@ def event_json(fields: Column, entities: Column) -> Column:
 
 
 def _inner(json_object: Column) -> Column:
-    """A JSON object's text without its braces."""
-    return F.substring(json_object, F.lit(2), F.length(json_object) - 2)
+    """A JSON object's text without its braces, for an object of scalar values (the atomic fields: it starts with
+    `{"` and ends with a scalar then `}`). Written with one reference to `json_object`: in a conditional branch
+    (a bad row's payload) Spark does not share subexpressions, and `substring(x, 2, length(x) - 2)` built x twice."""
+    return F.btrim(json_object, F.lit("{}"))
 
 
 def _geo_location(fields: Column) -> Column:
