@@ -557,8 +557,7 @@ def _write_wide_rows(
     from jobs.shred.typed import TypedFamilies, cast_failures, type_families, typed_columns
 
     rows_folder, bad_folder = (WIDEROW_FOLDER, "bad") if layout == "legacy" else (rdb.GOOD, rdb.BAD)
-    # Cached on disk only, without the split fields (the rows are built from the line): with them and
-    # MEMORY_AND_DISK, 1M events ran the 4 GB local driver out of heap, as for TSV shredding.
+    # Without the split fields, which the rows never read (built from the line): building the cache of 1M, 86 -> 58 s.
     decided = decided.drop("fields").persist(DECIDED_STORAGE)
     marked = decided
     try:

@@ -103,18 +103,24 @@ def test_upstream_stream_spec_gives_its_tsv_atomic_and_bad_lines(spark: SparkSes
     assert all(f.split("/format=")[1].startswith("tsv/") for f in found if f.startswith(f"{rdb.GOOD}/vendor="))
 
 
+@pytest.mark.parametrize("output_format", ["shred-tsv", "widerow-parquet"])
 def test_an_unresolvable_schema_makes_its_event_the_upstream_loader_iglu_error(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, output_format: str
 ) -> None:
     good, unresolvable = stream_input("3")
     run = shred(
-        tmp_path, [good, unresolvable], "--format", "shred-tsv", "--iglu-config", str(resolver_config(tmp_path))
+        tmp_path, [good, unresolvable], "--format", output_format, "--iglu-config", str(resolver_config(tmp_path))
     )
 
-    found = written(run)
-    assert sorted(found) == [IGLU_ERRORS, ATOMIC]
-    assert len(found[ATOMIC]) == 1
-    (ours,) = [json.loads(line) for line in found[IGLU_ERRORS]]
+    if output_format == "shred-tsv":
+        found = written(run)
+        assert sorted(found) == [IGLU_ERRORS, ATOMIC]
+        assert len(found[ATOMIC]) == 1
+        bad_lines = found[IGLU_ERRORS]
+    else:  # the wide rows build the payload on their own path (the bad rows alone, the line split there)
+        assert spark.read.parquet(str(run / rdb.GOOD)).count() == 1
+        bad_lines = read_lines(run / rdb.BAD)
+    (ours,) = [json.loads(line) for line in bad_lines]
     (theirs,) = [
         json.loads(line) for line in (TABULAR / "processing-spec" / "3" / "output" / "bad").read_text().splitlines()
     ]
