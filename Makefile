@@ -47,7 +47,7 @@ $(VENV)/.bench-installed: $(VENV)/.installed requirements-bench.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-bench.txt
 	touch $@
 
-bench: $(VENV)/.bench-installed ## benchmarks (not in CI; over an hour at 1M events): bench/results.json, bench/RESULTS.md, README table
+bench: $(VENV)/.bench-installed ## benchmarks (not in CI; over an hour, see README's Benchmarks): bench/results.json, bench/RESULTS.md, README table
 	$(PY) -m bench $(BENCH_ARGS)
 
 lint: setup ## ruff and mypy

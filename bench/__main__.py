@@ -4,7 +4,8 @@ Writes `bench/results.json` and `bench/RESULTS.md`, and puts the Markdown tables
 `bench:start` / `bench:end` markers. Every figure is a warm-up run, then the median of `--runs` runs taken in
 turn (A B A B …); every ratio compares figures of this one run. Generated inputs are kept in `bench/data/`.
 
-    .venv/bin/python -m bench                      # 1M events, 3 runs, scaling 250k-2M, all sections
+    .venv/bin/python -m bench                      # 1M events, 3 runs, scaling 250k-2M, all sections but large
+    .venv/bin/python -m bench --sections large --merge   # 10M: Winnow's process vs DuckDB's, the rest kept
     .venv/bin/python -m bench --events 200000 --runs 3 --scaling 100000 200000 --sections spark processes
 """
 
@@ -16,6 +17,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -30,7 +32,9 @@ from bench.measure import Figure, Sample, alternate, measure_in_process, measure
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
 WORK = ROOT / "bench" / "work"
-SECTIONS = ("spark", "processes", "profile", "keyed", "scaling", "manifest", "crossbatch")
+SECTIONS = ("spark", "processes", "profile", "keyed", "scaling", "manifest", "crossbatch", "large")
+# `large` (a 10M-event input of ~15 GB, generated once) runs only when asked for.
+DEFAULT_SECTIONS = [name for name in SECTIONS if name != "large"]
 # The Spark settings of the repo's local config (local[*], 4g driver, 16 shuffle partitions), for the in-session
 # cases and the whole processes alike.
 SPARK_CONFIG = {"spark": json.loads((ROOT / "configs" / "local.json").read_text())["spark"]}
@@ -50,7 +54,9 @@ def enriched_input(events: int) -> Path:
     if not (folder / "_COMPLETE").exists():
         log(f"generating {events:,} events into {folder}")
         subprocess.run(
-            python_module("jobs", "generate", "--output", str(folder), "--events", str(events), "--files", "4"),
+            python_module(
+                "jobs", "generate", "--output", str(folder), "--events", str(events), "--files", "4", "--overwrite"
+            ),  # an interrupted generation left files, not _COMPLETE
             check=True,
             cwd=ROOT,
         )
@@ -138,8 +144,17 @@ class SparkBench:
         return cases
 
     def profile_cases(self, source: Path) -> dict[str, Callable[[], Sample]]:
-        steps = self.cases.profile_steps(self.spark, self.config, str(source))
-        return {name: self.timed(step) for name, step in steps.items()}
+        """The steps, with this section's own pass-through (its ratios need no other section) and DuckDB's JSON
+        parse (a process: the cheapest peer of the shred job's JSON step)."""
+        c, spark, out = self.cases, self.spark, WORK / "out"
+        steps = c.profile_steps(spark, self.config, str(source))
+        duckdb_json = python_module("bench.peers.duckdb_json", "--input", str(source))
+        cases = {"pass-through": self.timed(lambda: c.passthrough(spark, str(source), str(out / "pass")))}
+        for name, step in steps.items():
+            cases[name] = self.timed(step)
+            if name == "shred: JSON fields parsed alone":
+                cases["peer: DuckDB, the three JSON fields parsed (process)"] = lambda: measure_process(duckdb_json)
+        return cases
 
     def keyed_cases(self, records: Path) -> dict[str, Callable[[], Sample]]:
         c, spark, out = self.cases, self.spark, WORK / "out"
@@ -205,6 +220,33 @@ def process_cases(source: Path) -> dict[str, Callable[[], Sample]]:
     }
 
 
+def large_cases(source: Path) -> dict[str, Callable[[], Sample]]:
+    """Winnow's `dedup` process against DuckDB's on a large input; each output is removed after its run, so the
+    disk holds the input and one output at a time."""
+    config = WORK / "local-bench.json"
+    config.write_text(json.dumps(SPARK_CONFIG))
+    env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    winnow_out, duckdb_out = WORK / "out" / "large-dedup", WORK / "out" / "large-duck"
+    winnow = python_module("jobs", "dedup", "--input", str(source), "--output", str(winnow_out),
+                           "--config", str(config), "--run-id", "2026-11-22-05-00-00")  # fmt: skip
+    duckdb = python_module("bench.peers.duckdb_dedup", "--input", str(source), "--output", str(duckdb_out))
+
+    def then_removed(command: list[str], output: Path) -> Callable[[], Sample]:
+        def case() -> Sample:
+            shutil.rmtree(output, ignore_errors=True)  # bench/work/out is this harness's own scratch
+            try:
+                return measure_process(command, env, WORK / "processes.log")
+            finally:
+                shutil.rmtree(output, ignore_errors=True)
+
+        return case
+
+    return {
+        "winnow dedup (process)": then_removed(winnow, winnow_out),
+        "duckdb warehouse model (process)": then_removed(duckdb, duckdb_out),
+    }
+
+
 def chdb_case(records: Path) -> Callable[[], Sample]:
     command = python_module("bench.peers.chdb_final", "--input", str(records), "--key", "id", "--version", "ver",
                             "--output", str(WORK / "out" / "chdb-final"))  # fmt: skip
@@ -225,18 +267,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="timed runs per case after the warm-up (default 3)")
     parser.add_argument("--scaling", type=int, nargs="*", default=[250_000, 500_000, 1_000_000, 2_000_000])
     parser.add_argument("--keyed-rows", type=int, default=1_000_000)
-    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=DEFAULT_SECTIONS,
+                        help="default: all but large")  # fmt: skip
+    parser.add_argument(
+        "--large-events",
+        type=int,
+        default=10_000_000,
+        help="events of the large section (default 10M: ~15 GB on disk, kept in bench/data)",
+    )
+    parser.add_argument(
+        "--large-runs", type=int, default=1, help="timed runs of the large section, without warm-up (default 1)"
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the sections of the existing --results file that this run does not measure",
+    )
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results.json")
     parser.add_argument("--no-readme", action="store_true", help="do not update README.md")
     args = parser.parse_args(argv)
-    if args.runs < 1:
-        parser.error(f"--runs: given {args.runs}; allowed: 1 or more")
+    if args.runs < 1 or args.large_runs < 1:
+        parser.error(f"--runs, --large-runs: given {args.runs}, {args.large_runs}; allowed: 1 or more")
+
+    earlier = json.loads(args.results.read_text()) if args.merge and args.results.exists() else None
+    if earlier and earlier["input"]["events"] != args.events:  # told now, not after an hour of measuring
+        parser.error(f"--merge: {args.results} is of {earlier['input']['events']:,} events, this run of "
+                     f"{args.events:,}; allowed: the same --events")  # fmt: skip
 
     WORK.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"machine": machine(), "settings": vars(args) | {"results": str(args.results)}}
+    settings = vars(args) | {"results": str(args.results)}
+    results: dict[str, Any] = {"machine": machine(), "settings": settings}
     started = time.monotonic()
     source = enriched_input(args.events)
-    results["input"] = {"events": args.events, "bytes": sum(p.stat().st_size for p in source.glob("*.tsv"))}
+    results["input"] = {"events": args.events, "bytes": input_bytes(source)}
 
     spark_bench = SparkBench() if set(args.sections) & {"spark", "profile", "keyed", "scaling", "manifest"} else None
     if "spark" in args.sections and spark_bench:
@@ -283,7 +346,16 @@ def main(argv: list[str] | None = None) -> int:
         crossbatch_markdown = (
             "\nCross-batch dedup against a 30-day manifest (`python -m bench.crossbatch`):\n\n" + done.stdout
         )
+    if "large" in args.sections:
+        large = enriched_input(args.large_events)
+        log(f"whole processes on {args.large_events:,} events: Winnow dedup vs DuckDB, {args.large_runs} run(s)")
+        measured = alternate(large_cases(large), args.large_runs, warmup=False, progress=log)
+        results["large"] = {"events": args.large_events, "bytes": input_bytes(large), **figures(measured)}
     results["total_seconds"] = round(time.monotonic() - started, 1)
+    stamp = {"date": results["machine"]["date"], "runs": args.runs, "minutes": round(results["total_seconds"] / 60)}
+    results["measured"] = {name: stamp for name in args.sections}
+    if earlier:
+        results = merged(earlier, results)
 
     args.results.write_text(json.dumps(results, indent=2) + "\n")
     markdown = report.markdown(results) + crossbatch_markdown
@@ -292,6 +364,27 @@ def main(argv: list[str] | None = None) -> int:
         report.update_readme(ROOT / "README.md", markdown)
     print(markdown)
     return 0
+
+
+RESULT_KEYS = {"spark": "spark_jobs"}  # the results key of a section, where it is not the section's name
+
+
+def merged(earlier: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """`current` with the sections of `earlier` (same input) it did not measure, each with the date it was
+    measured."""
+    earlier_stamp = {"date": earlier["machine"]["date"], "runs": earlier["settings"]["runs"],
+                     "minutes": round(earlier["total_seconds"] / 60)}  # fmt: skip
+    result = dict(current)
+    for section in SECTIONS:
+        key = RESULT_KEYS.get(section, section)
+        if section not in current["measured"] and key in earlier:
+            result[key] = earlier[key]
+            result["measured"][section] = earlier.get("measured", {}).get(section, earlier_stamp)
+    return result
+
+
+def input_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.glob("*.tsv"))
 
 
 def figures(measured: dict[str, Figure]) -> dict[str, Any]:

@@ -190,7 +190,7 @@ def generated(events: int, seed: int) -> Path:
         log(f"generating {events:,} events (seed {seed}) into {folder}")
         subprocess.run(
             python_module("jobs", "generate", "--output", str(folder), "--events", str(events), "--seed", str(seed),
-                          "--files", "4"),
+                          "--files", "4", "--overwrite"),  # an interrupted generation left files, not _COMPLETE
             check=True, cwd=ROOT,
         )  # fmt: skip
         (folder / "_COMPLETE").touch()

@@ -45,6 +45,12 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['total_seconds'] / 60:.0f} min.",
         "",
     ]
+    measured = results.get("measured", {})
+    dates = {stamp["date"] for stamp in measured.values()}
+    if len(dates) > 1:  # a --merge: say which run measured each section
+        lines += ["Sections measured in separate runs (only ratios within a section compare): " + "; ".join(
+            f"{name} {stamp['date']} (--runs {stamp['runs']}, {stamp['minutes']} min)"
+            for name, stamp in measured.items()) + ".", ""]  # fmt: skip
     spark_jobs = results.get("spark_jobs")
     if spark_jobs:
         baseline = spark_jobs[BASELINE]["median_seconds"]
@@ -56,10 +62,17 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [*HEADER, *_figure_rows(processes, None, events), ""]
     profile = results.get("profile")
     if profile:
-        baseline = spark_jobs[BASELINE]["median_seconds"] if spark_jobs else None
+        own = profile.get(BASELINE) or (spark_jobs or {}).get(BASELINE)  # older results had no own pass-through
+        baseline = own["median_seconds"] if own else None
         lines += ["Where the time goes: each step of the jobs run alone, every row and column computed but "
                   "nothing written (Spark's `noop` sink); each reads the input itself:", ""]  # fmt: skip
         lines += [*HEADER, *_figure_rows(profile, baseline, events), ""]
+    large = results.get("large")
+    if large:
+        cases = {name: figure for name, figure in large.items() if isinstance(figure, dict)}
+        lines += [f"Whole processes on {large['events']:,} events ({large['bytes'] / 1e9:.1f} GB; no warm-up, each "
+                  "output removed after its run):", ""]  # fmt: skip
+        lines += [*HEADER, *_figure_rows(cases, None, large["events"]), ""]
     keyed = results.get("keyed")
     if keyed:
         rows = results["settings"]["keyed_rows"]

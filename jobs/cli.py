@@ -11,7 +11,6 @@ import argparse
 import importlib
 import re
 import sys
-import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -54,29 +53,37 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="job", required=True, metavar="JOB")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
-    _add_debug_option(parser)
+    _add_common_options(parser)
     return parser
 
 
-def _add_debug_option(parser: argparse.ArgumentParser) -> None:
-    """`--debug` on every command and sub-command (wherever it is typed): tracebacks, not one-line errors."""
+def _add_common_options(parser: argparse.ArgumentParser) -> None:
+    """`--debug` and `--verbose` on every command and sub-command (wherever typed): tracebacks, not one-line
+    errors; Spark's warnings that are expected in our plans, which jobs/log4j2.properties silences."""
     parser.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="print the traceback of an error too"
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show Spark's warnings that are expected in Winnow's plans (silenced by default; local runs)",
     )
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
-                _add_debug_option(sub)
+                _add_common_options(sub)
 
 
-def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """`--run-id` and `--config`, which every Spark job takes."""
-    parser.add_argument(
-        "--run-id",
-        metavar="ID",
-        help="the run's id, YYYY-MM-DD-HH-MM-SS (UTC); default: now. Rerunning with the same id replaces that "
-        "run's folder with identical content",
-    )
+RUN_ID_HELP = (
+    "the run's id, YYYY-MM-DD-HH-MM-SS (UTC); default: now. Rerunning with the same id replaces that run's folder "
+    "with identical content"
+)
+
+
+def add_run_options(parser: argparse.ArgumentParser, run_id_help: str = RUN_ID_HELP) -> None:
+    """`--run-id` and `--config`, which every Spark job takes (`run_id_help` for a job that writes no run folder)."""
+    parser.add_argument("--run-id", metavar="ID", help=run_id_help)
     parser.add_argument(
         "--config", metavar="FILE", help="job config JSON (see configs/README.md); default: the built-in defaults"
     )
@@ -130,32 +137,35 @@ def run_spark_job(
     job: SparkJob,
     render: Callable[[dict[str, Any]], str],
     configure: Callable[[JobConfig], JobConfig] = lambda config: config,
+    preflight: Callable[[JobConfig], None] = lambda config: None,
 ) -> int:
-    """Load the config, validate the run id, start Spark, run `job`, print its summary table.
+    """Load the config, validate the run id, run `preflight` (checks that need no Spark), start Spark, run `job`,
+    print its summary table.
 
     A `WinnowError` propagates (a usage error, exit 2); any other failure ends with one clear line and exit 1.
     """
     config = configure(load_config(args.config))
     run_id = args.run_id or new_run_id()
-    run_timestamp(run_id)  # validate before Spark starts
-    started = time.monotonic()
+    run_timestamp(run_id)  # validate before Spark starts (8-12 s): a mistake is told in under a second
+    preflight(config)
+    from jobs.progress import Reporter, StageWatcher
 
-    def progress(message: str) -> None:
-        print(f"[{args.job} {time.monotonic() - started:6.1f}s] {message}", file=sys.stderr, flush=True)
-
+    progress = Reporter(args.job)
     progress("starting Spark")
     from jobs.session import spark_session
 
-    spark = spark_session(config.spark, app_name=f"winnow-{args.job}")
-    try:
-        summary = job(spark, config, run_id, progress)
-    except NothingToDo as nothing:  # an incremental run with no new input: no run is written, and that is fine
-        print(f"{args.job} run {run_id}: {nothing}")
-        return 0
-    except WinnowError:
-        raise
-    except Exception as err:  # a failed Spark job: one clear line (main prints it), the detail with --debug
-        cause = worker_error(err) or f"{type(err).__name__}: {first_line(err)}"
-        raise JobFailedError(f"{args.job} run {run_id} failed, no _SUCCESS written: {cause}") from err
+    with StageWatcher(progress) as watcher:  # between the phase lines, what Spark is doing in each
+        spark = spark_session(config.spark, app_name=f"winnow-{args.job}", verbose=getattr(args, "verbose", False))
+        watcher.spark = spark
+        try:
+            summary = job(spark, config, run_id, progress)
+        except NothingToDo as nothing:  # an incremental run with no new input: no run is written, and that is fine
+            print(f"{args.job} run {run_id}: {nothing}")
+            return 0
+        except WinnowError:
+            raise
+        except Exception as err:  # a failed Spark job: one clear line (main prints it), the detail with --debug
+            cause = worker_error(err) or f"{type(err).__name__}: {first_line(err)}"
+            raise JobFailedError(f"{args.job} run {run_id} failed, no _SUCCESS written: {cause}") from err
     print(render(summary))
     return 0

@@ -18,6 +18,7 @@ import gzip
 import hashlib
 import json
 import random
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -234,6 +235,43 @@ def _open_text(path: Path, compress: bool) -> IO[str]:
     if compress:
         return gzip.open(path, "wt", encoding="utf-8", newline="\n")
     return open(path, "w", encoding="utf-8", newline="\n")
+
+
+# What `generate` writes under its output folder, and all that `--overwrite` may remove there.
+GENERATED_FILE = re.compile(r"(batch=[1-9][0-9]*/)?part-[0-9]{5,}\.tsv(\.gz)?")
+
+
+def prepare_output(output: Path, overwrite: bool) -> None:
+    """Make `output` ready to hold only what this run generates: new or empty, or (`overwrite`) holding only what
+    an earlier `generate` wrote, which is removed.
+
+    Raises:
+        InvalidArgumentError: `output` is a file; not empty without `overwrite`; or holds a file `generate` does
+            not write (it would be read as input with the generated events, so it is never removed).
+    """
+    if not output.exists():
+        return
+    if not output.is_dir():
+        raise InvalidArgumentError(f"--output: given {output}, which is a file; allowed: a new or empty folder")
+    entries = sorted(output.rglob("*"))
+    if not entries:
+        return
+    if not overwrite:
+        raise InvalidArgumentError(
+            f"--output: given {output}, which holds {len(entries):,} entries (e.g. {entries[0].relative_to(output)}); "
+            "allowed: a new or empty folder, or --overwrite to replace what an earlier generate wrote there"
+        )
+    files = [entry for entry in entries if not entry.is_dir()]
+    foreign = [entry for entry in files if not GENERATED_FILE.fullmatch(entry.relative_to(output).as_posix())]
+    if foreign:
+        raise InvalidArgumentError(
+            f"--overwrite: {output} holds {foreign[0].relative_to(output)}, which generate does not write; allowed: a "
+            "folder holding only part-NNNNN.tsv[.gz] files, directly or in batch=N/ folders (move the others away)"
+        )
+    for file in files:
+        file.unlink()
+    for folder in sorted((entry for entry in entries if entry.is_dir()), reverse=True):
+        folder.rmdir()  # only batch=N/ folders can be here, now empty; rmdir refuses anything else
 
 
 def generate(output: Path, options: GenerateOptions) -> dict[str, int]:

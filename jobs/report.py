@@ -59,39 +59,67 @@ def table_lines(before: dict[int, int], after: dict[int, int] | None) -> list[st
     return lines
 
 
-def chart_png(before: dict[int, int], after: dict[int, int] | None) -> bytes:
-    """A bar chart of event IDs per events-per-ID value, log-scaled count axis, before (and after) dedup."""
+def chart_title(before: dict[int, int], after: dict[int, int] | None) -> str:
+    """What the chart shows in one line: the events and the shared event IDs, before and after dedup."""
+    events_before, shared_before = events_total(before), ids_shared(before)
+    if after is None:
+        return f"Events per event ID: {events_before:,} events, {shared_before:,} event IDs shared by 2 or more"
+    events_after = events_total(after)
+    removed = events_before - events_after
+    share = f" ({removed / events_before:.1%})" if events_before else ""
+    return (
+        f"Dedup: {events_before:,} \u2192 {events_after:,} events, {removed:,} fewer{share}; event IDs shared by 2 or "
+        f"more: {shared_before:,} \u2192 {ids_shared(after):,}"
+    )
+
+
+def events_total(counts: dict[int, int]) -> int:
+    return sum(events * ids for events, ids in counts.items())
+
+
+def ids_shared(counts: dict[int, int]) -> int:
+    return sum(ids for events, ids in counts.items() if events > 1)
+
+
+def chart_figure(before: dict[int, int], after: dict[int, int] | None) -> Any:
+    """The chart as a matplotlib Figure: event IDs per events-per-ID value on a log count axis; before and after
+    dedup side by side on the same axes, the change stated in the title (`chart_title`)."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display: render to a file
     import matplotlib.pyplot as plt
 
+    panels = [("before dedup", before)] + ([("after dedup", after)] if after is not None else [])
     values = sorted(set(before) | set(after or {}))
-    figure, axes = plt.subplots(figsize=(min(12.0, max(6.0, 0.6 * len(values) + 2)), 4.5))
-    try:
+    per_panel = min(6.5, max(4.5, 0.25 * min(len(values), MAX_BARS) + 2))
+    figure, axes_list = plt.subplots(
+        1, len(panels), figsize=(per_panel * len(panels) + 1, 4.8), sharex=True, sharey=True, squeeze=False
+    )
+    for axes, (name, counts), color in zip(axes_list[0], panels, ("tab:blue", "tab:orange"), strict=False):
         if len(values) <= MAX_BARS:
             positions = range(len(values))
-            width = 0.4 if after is not None else 0.8
-            offset = -width / 2 if after is not None else 0.0
-            axes.bar([p + offset for p in positions], [before.get(v, 0) for v in values], width, label="before dedup")
-            if after is not None:
-                after_counts = [after.get(v, 0) for v in values]
-                axes.bar([p + width / 2 for p in positions], after_counts, width, label="after dedup")
+            axes.bar(list(positions), [counts.get(v, 0) for v in values], 0.8, color=color, label=name)
             axes.set_xticks(list(positions), [str(v) for v in values])
-        else:
-            # A long tail (IDs with hundreds of copies): markers on a log-scaled x axis stay readable.
-            axes.plot(sorted(before), [before[v] for v in sorted(before)], "o", label="before dedup")
-            if after is not None:
-                axes.plot(sorted(after), [after[v] for v in sorted(after)], "x", markersize=9, label="after dedup")
+        else:  # a long tail (IDs with hundreds of copies): markers on a log-scaled x axis stay readable
+            axes.plot(sorted(counts), [counts[v] for v in sorted(counts)], "o", color=color, label=name)
             axes.set_xscale("log")
         axes.set_yscale("log")
         axes.set_xlabel("events per event ID")
-        axes.set_ylabel("event IDs (log scale)")
-        axes.set_title("Events per event ID")
-        axes.legend()
-        figure.tight_layout()
+        axes.set_title(f"{name}: {events_total(counts):,} events on {sum(counts.values()):,} event IDs", fontsize=10)
+    axes_list[0][0].set_ylabel("event IDs (log scale)")
+    figure.suptitle(chart_title(before, after), fontsize=11)
+    figure.tight_layout()
+    return figure
+
+
+def chart_png(before: dict[int, int], after: dict[int, int] | None) -> bytes:
+    """`chart_figure` as PNG bytes (no software version in them: the same distributions give the same bytes)."""
+    import matplotlib.pyplot as plt
+
+    figure = chart_figure(before, after)
+    try:
         buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})  # no version: same bytes
+        figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
         return buffer.getvalue()
     finally:
         plt.close(figure)

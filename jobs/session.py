@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from jobs.config import SparkConfig
+from jobs.log4j2 import LOG4J2_CONFIG, VERBOSE_JAVA_OPTION
 
 # Settings every job relies on, whoever starts Spark.
 REQUIRED_CONF = {
@@ -28,7 +28,7 @@ LOCAL_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
     # Plain-text logs at WARN from our log4j2 file, instead of Spark 4's structured JSON at INFO.
     "spark.log.structuredLogging.enabled": "false",
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
     # One machine's cores, not a cluster's: Spark's 200 shuffle partitions made keyed 3.5x and dedup 1.1x slower
     # on 1M events than 16 (make bench). A config's spark.conf still sets its own.
     "spark.sql.shuffle.partitions": "16",
@@ -40,12 +40,16 @@ def launched_by_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def spark_session(config: SparkConfig, app_name: str) -> SparkSession:
-    """Get the session: under spark-submit its settings win; otherwise a local one from `config`."""
+def spark_session(config: SparkConfig, app_name: str, verbose: bool = False) -> SparkSession:
+    """Get the session: under spark-submit its settings win; otherwise a local one from `config` (`verbose`: with
+    the warnings expected in our plans shown)."""
     builder = SparkSession.builder.appName(app_name)
     if not launched_by_spark_submit():
         builder = builder.master(config.master)
-        for key, value in {**LOCAL_CONF, **config.conf}.items():
+        local = dict(LOCAL_CONF)
+        if verbose:
+            local["spark.driver.extraJavaOptions"] += f" {VERBOSE_JAVA_OPTION}"
+        for key, value in {**local, **config.conf}.items():
             builder = builder.config(key, value)
     for key, value in REQUIRED_CONF.items():
         builder = builder.config(key, value)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from aws_cdk import Aws
 from aws_cdk import aws_emrserverless as emr
@@ -35,6 +36,8 @@ class SparkApplicationProps:
     """Where the job runs' driver and executor logs go (under `log_prefix`)."""
     log_prefix: str = "emr/"
     """Key prefix of the job logs."""
+    log4j2: Mapping[str, str] = field(default_factory=dict)
+    """log4j2 properties set on the driver's and the executors' log4j2.properties (EMR's own file otherwise)."""
 
 
 EMR_EVENTS_RULE = "StepFunctionsGetEventsForEMRServerlessJobRule"
@@ -64,6 +67,12 @@ class SparkApplication(Construct):
             monitoring_configuration=emr.CfnApplication.MonitoringConfigurationProperty(
                 s3_monitoring_configuration=emr.CfnApplication.S3MonitoringConfigurationProperty(log_uri=self.log_uri)
             ),
+            runtime_configuration=[
+                emr.CfnApplication.ConfigurationObjectProperty(classification=name, properties=dict(props.log4j2))
+                for name in ("spark-driver-log4j2", "spark-executor-log4j2")
+            ]
+            if props.log4j2
+            else None,
         )
         self.application_id: str = self.application.attr_application_id
         self.application_arn: str = self.application.attr_arn

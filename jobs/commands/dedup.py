@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 from typing import Any
 
+from jobs import preflight
 from jobs.cli import add_run_options, run_spark_job
 from jobs.config import SYNTHETIC_STRATEGIES, JobConfig
 from jobs.errors import InvalidArgumentError
@@ -125,4 +126,11 @@ def handle(args: argparse.Namespace) -> int:
         ),
         render,
         lambda config: with_dedup_options(args, config),
+        lambda config: dedup_preflight(args, config),
     )
+
+
+def dedup_preflight(args: argparse.Namespace, config: JobConfig) -> None:
+    """The input, the output and the manifest URI of `dedup` and `run`, checked before Spark starts."""
+    preflight.check_paths(args.input, args.output, incremental=args.incremental)
+    preflight.check_manifest(config, args.create)

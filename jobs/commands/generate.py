@@ -14,7 +14,14 @@ def register(subparsers: Any) -> None:
         help="generate sample enriched events",
         description="Generate realistic enriched events with a long-tail duplicate distribution (no Spark).",
     )
-    parser.add_argument("--output", required=True, metavar="OUT", help="folder to write part-*.tsv files to")
+    parser.add_argument(
+        "--output", required=True, metavar="OUT", help="a new or empty folder to write part-*.tsv files to"
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="OUT may hold an earlier generate's files: they are removed first (any other file stops the command)",
+    )
     parser.add_argument("--events", required=True, type=int, metavar="N", help="number of lines to write")
     parser.add_argument(
         "--seed", type=int, default=1, metavar="S", help="random seed (default 1): same seed, same lines"
@@ -35,13 +42,14 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from jobs.generate import GenerateOptions, generate
+    from jobs.generate import GenerateOptions, generate, prepare_output
 
     options = GenerateOptions(
         events=args.events, seed=args.seed, batches=args.batches, files=args.files, gzip=args.gzip,
         duplicate_share=args.duplicate_share, synthetic_share=args.synthetic_share,
         without_fingerprint_share=args.without_fingerprint_share, bad_share=args.bad_share,
     )  # fmt: skip
+    prepare_output(Path(args.output), args.overwrite)
     started = time.monotonic()
     stats = generate(Path(args.output), options)
     print(

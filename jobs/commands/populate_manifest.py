@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 from typing import Any
 
+from jobs import preflight
 from jobs.cli import add_run_options, run_spark_job
 from jobs.config import JobConfig
 
@@ -33,7 +34,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--create", action="store_true", help="create the manifest first if it does not exist (local/dev)"
     )
-    add_run_options(parser)
+    add_run_options(
+        parser,
+        "the back-fill's run id, YYYY-MM-DD-HH-MM-SS (UTC), recorded with each pair it writes (and the start of "
+        "their time to live); default: now. It writes no run folder: rerunning with the same id records the same "
+        "pairs again as that run's own",
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -52,4 +58,14 @@ def handle(args: argparse.Namespace) -> int:
         ),
         populate.render,
         configure,
+        lambda config: populate_preflight(args, config),
     )
+
+
+def populate_preflight(args: argparse.Namespace, config: JobConfig) -> None:
+    """The input and the manifest URI (one is needed), checked before Spark starts."""
+    from jobs.dedup.populate import require_manifest_uri
+
+    preflight.check_paths(args.input)
+    require_manifest_uri(config)
+    preflight.check_manifest(config, args.create)

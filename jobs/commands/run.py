@@ -6,10 +6,15 @@ import argparse
 from typing import Any
 
 from jobs.cli import add_run_options, run_spark_job
-from jobs.commands.dedup import add_dedup_options, add_incremental_options, incremental_window, with_dedup_options
+from jobs.commands.dedup import (
+    add_dedup_options,
+    add_incremental_options,
+    dedup_preflight,
+    incremental_window,
+    with_dedup_options,
+)
 from jobs.commands.shred import add_format_option, with_iglu_config
 from jobs.config import JobConfig
-from jobs.lake import absolute, check_apart
 
 DEDUPLICATED, SHREDDED = "deduplicated", "shredded"
 
@@ -38,8 +43,7 @@ def handle(args: argparse.Namespace) -> int:
     from jobs.shred import job as shred_job
 
     def pipeline(spark: Any, config: JobConfig, run_id: str, progress: Any) -> dict[str, Any]:
-        output = args.output.rstrip("/")
-        check_apart("--output", absolute(output), {"--input": absolute(args.input)})
+        output = args.output.rstrip("/")  # apart from --input: checked before Spark started (dedup_preflight)
         deduplicated = dedup_job.run(
             spark,
             config,
@@ -63,7 +67,11 @@ def handle(args: argparse.Namespace) -> int:
         return {"run_id": run_id, "dedup": deduplicated, "shred": shredded}
 
     return run_spark_job(
-        args, pipeline, render, lambda config: with_iglu_config(args, with_dedup_options(args, config))
+        args,
+        pipeline,
+        render,
+        lambda config: with_iglu_config(args, with_dedup_options(args, config)),
+        lambda config: dedup_preflight(args, config),
     )
 
 

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 from typing import Any
 
+from jobs import preflight
 from jobs.cli import add_run_options, run_spark_job
 from jobs.config import JobConfig
 
@@ -69,4 +70,5 @@ def handle(args: argparse.Namespace) -> int:
         ),
         job.render,
         lambda config: with_iglu_config(args, config),
+        lambda config: preflight.check_paths(args.input, args.output),
     )

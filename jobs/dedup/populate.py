@@ -23,6 +23,16 @@ from jobs.manifest.lease import writer_lease
 from jobs.runs import run_timestamp
 from jobs.summary import table
 
+NO_MANIFEST_URI = (
+    "--manifest: none given and the config has no manifest.uri; allowed: sqlite:PATH, dynamodb://TABLE or lake:PATH"
+)
+
+
+def require_manifest_uri(config: JobConfig) -> None:
+    """Raises: InvalidArgumentError: no manifest URI (a back-fill needs one)."""
+    if config.manifest.uri is None:
+        raise InvalidArgumentError(NO_MANIFEST_URI)
+
 
 def run(
     spark: SparkSession,
@@ -41,12 +51,10 @@ def run(
     """
     started_at, started = datetime.now(UTC), time.monotonic()
     run_time = run_timestamp(run_id)
+    require_manifest_uri(config)
     manifest = manifest_for(config, create_manifest)
-    if manifest is None:
-        raise InvalidArgumentError(
-            "--manifest: none given and the config has no manifest.uri; allowed: sqlite:PATH, dynamodb://TABLE or "
-            "lake:PATH"
-        )
+    if manifest is None:  # cannot happen with a URI set; narrows the type
+        raise InvalidArgumentError(NO_MANIFEST_URI)
     input_path = absolute(input_path)
     require_input(spark, input_path)
     if input_format == "dynamodb-export":

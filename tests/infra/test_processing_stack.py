@@ -40,7 +40,19 @@ def test_spark_application_release_capacity_autostart_autostop(dev: Synthesized)
         "MonitoringConfiguration": {
             "S3MonitoringConfiguration": {"LogUri": f"s3://winnow-dev-job-logs-{ACCOUNT}-eu-west-1/emr/"}
         },
-    }
+        # The warnings jobs/log4j2.properties silences locally as expected in our plans, silenced on EMR too.
+        "RuntimeConfiguration": [
+            {"Classification": classification, "Properties": {
+                "logger.planstring.name": "org.apache.spark.sql.catalyst.util.SparkStringUtils",
+                "logger.planstring.level": "error",
+                "logger.planstringcommon.name": "org.apache.spark.util.SparkStringUtils",
+                "logger.planstringcommon.level": "error",
+                "logger.window.name": "org.apache.spark.sql.execution.window.WindowExec",
+                "logger.window.level": "error",
+            }}
+            for classification in ("spark-driver-log4j2", "spark-executor-log4j2")
+        ],
+    }  # fmt: skip
     assert "InitialCapacity" not in app  # nothing pre-initialized: nothing billed while idle
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import matplotlib.pyplot as plt
 import pytest
 from pyspark.sql import SparkSession
 
 from jobs.cli import main
-from jobs.report import MAX_BARS, chart_png, table_lines
+from jobs.report import MAX_BARS, chart_figure, chart_png, table_lines
 from tests.pipeline.helpers import ID_A, ID_B, ID_C, event
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -30,9 +32,54 @@ def test_the_table_lists_every_value_seen_before_or_after() -> None:
     assert table_lines({2: 4}, None)[1:] == ["2\t4\t8\t\t"]
 
 
-def test_a_long_tail_is_charted_too() -> None:
+def bars(axes: Any) -> list[float]:
+    return [patch.get_height() for patch in axes.patches]
+
+
+def test_the_chart_shows_before_and_after_side_by_side_and_says_what_changed() -> None:
+    before, after = {1: 500, 2: 20, 3: 2}, {1: 540}
+    figure = chart_figure(before, after)
+    try:
+        assert figure._suptitle.get_text() == (
+            "Dedup: 546 \u2192 540 events, 6 fewer (1.1%); event IDs shared by 2 or more: 22 \u2192 0"
+        )
+        left, right = figure.axes
+        assert (left.get_title(), right.get_title()) == (
+            "before dedup: 546 events on 522 event IDs",
+            "after dedup: 540 events on 540 event IDs",
+        )
+        assert (bars(left), bars(right)) == ([500, 20, 2], [540, 0, 0])
+        assert [label.get_text() for label in right.get_xticklabels()] == ["1", "2", "3"]
+        assert (left.get_yscale(), left.get_ylabel(), left.get_xlabel()) == ("log", "event IDs (log scale)",
+                                                                            "events per event ID")  # fmt: skip
+        assert left.get_ylim() == right.get_ylim()  # one count scale: the bars compare across the panels
+    finally:
+        plt.close(figure)
+    assert chart_png(before, after).startswith(PNG_MAGIC)
+    assert chart_png(before, after) == chart_png(before, after)
+
+
+def test_a_long_tail_is_drawn_as_markers_on_log_axes() -> None:
     before = {events: max(1, 10_000 // events**2) for events in range(1, MAX_BARS + 20)}
-    assert chart_png(before, {1: 12_000}).startswith(PNG_MAGIC)
+    figure = chart_figure(before, {1: 12_000})
+    try:
+        left, right = figure.axes
+        assert [list(line.get_xdata()) for line in left.lines] == [sorted(before)]
+        assert [list(line.get_ydata()) for line in right.lines] == [[12_000]]
+        assert (left.get_xscale(), right.get_xscale()) == ("log", "log")
+    finally:
+        plt.close(figure)
+
+
+def test_without_a_dedup_run_the_chart_has_one_panel() -> None:
+    figure = chart_figure({1: 5, 3: 1}, None)
+    try:
+        assert figure._suptitle.get_text() == "Events per event ID: 8 events, 1 event IDs shared by 2 or more"
+        (only,) = figure.axes
+        assert (only.get_title(), bars(only)) == ("before dedup: 8 events on 6 event IDs", [5, 1])
+        assert [label.get_text() for label in only.get_xticklabels()] == ["1", "3"]
+    finally:
+        plt.close(figure)
 
 
 def test_report_before_and_after_dedup(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,80 @@
+"""Checks that need no Spark, run before Spark starts (8-12 s): a wrong path or URI is told in under a second.
+
+Spark-side checks stay where they are (`jobs.lake.require_input`, `open_input`): they also cover `s3://` paths,
+which are not looked at here, and a folder that changes between the two.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlparse
+
+from jobs.config import JobConfig
+from jobs.errors import InputNotFoundError
+from jobs.lake import absolute, check_apart
+
+
+def local_path(path: str) -> str | None:
+    """The local path of `path`, or None for a remote one (`s3://…`)."""
+    return absolute(path) if urlparse(path).scheme in ("", "file") else None
+
+
+def _skipped(name: str) -> bool:
+    return name.startswith(("_", "."))  # markers and checksums, as Spark's reader skips them
+
+
+def holds_input_file(folder: str) -> bool:
+    """True when a file under `folder` (at any depth, no `_`/`.` name on its way) is there to read."""
+    for _root, folders, files in os.walk(folder):
+        folders[:] = [name for name in folders if not _skipped(name)]
+        if any(not _skipped(name) for name in files):
+            return True
+    return False
+
+
+def require_local_input(path: str, option: str = "--input", holding_files: bool = True) -> None:
+    """A local input path exists and (`holding_files`) holds a file to read; remote paths are left to Spark.
+
+    Raises:
+        InputNotFoundError: the path does not exist, or is a folder with no input file under it.
+    """
+    local = local_path(path)
+    if local is None:
+        return
+    if not os.path.exists(local):
+        raise InputNotFoundError(f"{option}: {local} does not exist")
+    if holding_files and os.path.isdir(local) and not holds_input_file(local):
+        raise InputNotFoundError(
+            f"{option}: {local} holds no input files (names starting with _ or . are skipped); nothing to do"
+        )
+
+
+def check_manifest(config: JobConfig, create: bool) -> None:
+    """The configured manifest URI names a manifest and, unless the run is to `create` it, the manifest is there
+    and is a Winnow manifest (an SQLite file, a DynamoDB table, a lake folder: none needs Spark to look at).
+
+    Raises:
+        InvalidArgumentError: the URI is of no known form.
+        ManifestError: no AWS region for DynamoDB; the manifest is missing, not ours, or cannot be reached.
+    """
+    settings = config.manifest
+    if settings.uri is not None:
+        from jobs.manifest import open_manifest
+
+        manifest = open_manifest(settings.uri, settings.concurrency, settings.max_attempts, buckets=settings.buckets)
+        if not create:
+            manifest.check()
+
+
+def check_paths(input_path: str, output_path: str | None = None, incremental: bool = False) -> None:
+    """The input is there to read, and the output (when the command writes one) is apart from it.
+
+    An `incremental` run's input may hold no file yet: that run ends with "nothing to do", not an error.
+
+    Raises:
+        InputNotFoundError: see `require_local_input`.
+        InvalidArgumentError: the output is, holds or lies inside the input.
+    """
+    require_local_input(input_path, holding_files=not incremental)
+    if output_path is not None:
+        check_apart("--output", absolute(output_path), {"--input": absolute(input_path)})

@@ -1,0 +1,65 @@
+"""`make bench`'s results file: `--merge` keeps the sections a run did not measure, and the table says when each
+section was measured and compares the profile with its own pass-through."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.__main__ import merged
+from bench.report import markdown
+
+
+def figure(seconds: float) -> dict[str, Any]:
+    return {"median_seconds": seconds, "runs_seconds": [seconds], "warmup_seconds": None, "peak_rss_mb": None}
+
+
+def results(date: str, runs: int, sections: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "machine": {"date": date, "cpu": "cpu", "cores": 2, "memory_gib": 23.5, "python": "3.11", "spark": "4.0.2",
+                    "java": "java 17", "load_average_at_start": 0.5},
+        "settings": {"runs": runs, "keyed_rows": 1000},
+        "input": {"events": 1000, "bytes": 1_500_000},
+        "total_seconds": 600.0,
+        **sections,
+    }  # fmt: skip
+
+
+def test_merge_keeps_the_earlier_sections_with_their_dates_and_the_profile_has_its_own_baseline() -> None:
+    earlier = results("2026-11-25T12:00:00+00:00", 2, {
+        "spark_jobs": {"pass-through": figure(2.0), "dedup": figure(10.0)},
+        "profile": {"read": figure(1.0)},
+    })  # fmt: skip
+    current = results("2026-11-25T15:00:00+00:00", 3, {"profile": {"pass-through": figure(4.0), "read": figure(2.0)}})
+    current["measured"] = {"profile": {"date": "2026-11-25T15:00:00+00:00", "runs": 3, "minutes": 10}}
+
+    combined = merged(earlier, current)
+
+    assert combined["spark_jobs"] == earlier["spark_jobs"]
+    assert combined["profile"] == current["profile"]
+    assert combined["measured"] == {
+        "profile": {"date": "2026-11-25T15:00:00+00:00", "runs": 3, "minutes": 10},
+        "spark": {"date": "2026-11-25T12:00:00+00:00", "runs": 2, "minutes": 10},
+    }
+    text = markdown(combined).splitlines()
+    assert (
+        "Sections measured in separate runs (only ratios within a section compare): profile "
+        "2026-11-25T15:00:00+00:00 (--runs 3, 10 min); spark 2026-11-25T12:00:00+00:00 (--runs 2, 10 min)."
+    ) in text
+    # The profile's ratios are to its own pass-through (4.0 s), not to the other run's (2.0 s).
+    assert "| read | 2.00 | 0.50x | 500 | 2.00 |  |  |" in text
+    assert "| dedup | 10.00 | 5.00x | 100 | 10.00 |  |  |" in text
+
+
+def test_the_large_section_is_a_table_of_its_own() -> None:
+    run = results("2026-11-25T16:00:00+00:00", 1, {"large": {
+        "events": 10_000_000, "bytes": 15_300_000_000,
+        "winnow dedup (process)": figure(400.0), "duckdb warehouse model (process)": figure(160.0),
+    }})  # fmt: skip
+    text = markdown(run)
+    assert (
+        "Whole processes on 10,000,000 events (15.3 GB; no warm-up, each output removed after its run):\n\n"
+        "| case | median s | x pass-through | events/s | runs s | warm-up s | peak RSS MB |\n"
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: |\n"
+        "| winnow dedup (process) | 400.00 |  | 25,000 | 400.00 |  |  |\n"
+        "| duckdb warehouse model (process) | 160.00 |  | 62,500 | 160.00 |  |  |\n"
+    ) in text
