@@ -352,8 +352,11 @@ def main(argv: list[str] | None = None) -> int:
         measured = alternate(large_cases(large), args.large_runs, warmup=False, progress=log)
         results["large"] = {"events": args.large_events, "bytes": input_bytes(large), **figures(measured)}
     results["total_seconds"] = round(time.monotonic() - started, 1)
-    stamp = {"date": results["machine"]["date"], "runs": args.runs, "minutes": round(results["total_seconds"] / 60)}
-    results["measured"] = {name: stamp for name in args.sections}
+    date, minutes = results["machine"]["date"], round(results["total_seconds"] / 60)
+    results["measured"] = {
+        name: {"date": date, "runs": args.large_runs if name == "large" else args.runs, "minutes": minutes}
+        for name in args.sections
+    }
     if earlier:
         results = merged(earlier, results)
 

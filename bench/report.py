@@ -37,17 +37,17 @@ HEADER = [
 
 def markdown(results: dict[str, Any]) -> str:
     m, events = results["machine"], results["input"]["events"]
+    measured = results.get("measured", {})
+    merged = len({stamp["date"] for stamp in measured.values()}) > 1  # a --merge: each section has its own run
+    runs = "each section's runs (below)" if merged else f"{results['settings']['runs']} alternating runs"
     lines = [
         f"Measured {m['date']} on {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Python {m['python']}, "
         f"Spark {m['spark']}, {m['java']}; load average {m['load_average_at_start']:.2f} at start. "
         f"Input: {events:,} generated events ({results['input']['bytes'] / 1e9:.2f} GB). "
-        f"Warm-up, then the median of {results['settings']['runs']} alternating runs; `make bench` took "
-        f"{results['total_seconds'] / 60:.0f} min.",
+        f"Warm-up, then the median of {runs}; `make bench` took {results['total_seconds'] / 60:.0f} min.",
         "",
     ]
-    measured = results.get("measured", {})
-    dates = {stamp["date"] for stamp in measured.values()}
-    if len(dates) > 1:  # a --merge: say which run measured each section
+    if merged:
         lines += ["Sections measured in separate runs (only ratios within a section compare): " + "; ".join(
             f"{name} {stamp['date']} (--runs {stamp['runs']}, {stamp['minutes']} min)"
             for name, stamp in measured.items()) + ".", ""]  # fmt: skip

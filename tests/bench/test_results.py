@@ -41,6 +41,7 @@ def test_merge_keeps_the_earlier_sections_with_their_dates_and_the_profile_has_i
         "spark": {"date": "2026-11-25T12:00:00+00:00", "runs": 2, "minutes": 10},
     }
     text = markdown(combined).splitlines()
+    assert "Warm-up, then the median of each section's runs (below); `make bench` took 10 min." in text[0]
     assert (
         "Sections measured in separate runs (only ratios within a section compare): profile "
         "2026-11-25T15:00:00+00:00 (--runs 3, 10 min); spark 2026-11-25T12:00:00+00:00 (--runs 2, 10 min)."
