@@ -7,29 +7,11 @@ which are not looked at here, and a folder that changes between the two.
 from __future__ import annotations
 
 import os
-from urllib.parse import urlparse
 
+from jobs import store
 from jobs.config import JobConfig
 from jobs.errors import InputNotFoundError
 from jobs.lake import absolute, check_apart
-
-
-def local_path(path: str) -> str | None:
-    """The local path of `path`, or None for a remote one (`s3://…`)."""
-    return absolute(path) if urlparse(path).scheme in ("", "file") else None
-
-
-def _skipped(name: str) -> bool:
-    return name.startswith(("_", "."))  # markers and checksums, as Spark's reader skips them
-
-
-def holds_input_file(folder: str) -> bool:
-    """True when a file under `folder` (at any depth, no `_`/`.` name on its way) is there to read."""
-    for _root, folders, files in os.walk(folder):
-        folders[:] = [name for name in folders if not _skipped(name)]
-        if any(not _skipped(name) for name in files):
-            return True
-    return False
 
 
 def require_local_input(path: str, option: str = "--input", holding_files: bool = True) -> None:
@@ -38,12 +20,13 @@ def require_local_input(path: str, option: str = "--input", holding_files: bool 
     Raises:
         InputNotFoundError: the path does not exist, or is a folder with no input file under it.
     """
-    local = local_path(path)
+    local = store.local_path(path)
     if local is None:
         return
+    local = absolute(local)
     if not os.path.exists(local):
         raise InputNotFoundError(f"{option}: {local} does not exist")
-    if holding_files and os.path.isdir(local) and not holds_input_file(local):
+    if holding_files and not store.list_files(local):  # names starting with _ or . left out, as Spark does
         raise InputNotFoundError(
             f"{option}: {local} holds no input files (names starting with _ or . are skipped); nothing to do"
         )

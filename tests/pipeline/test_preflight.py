@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.preflight import holds_input_file
+from jobs.errors import InputNotFoundError
+from jobs.preflight import require_local_input
 
 NO_FILES = "holds no input files (names starting with _ or . are skipped); nothing to do"
 
@@ -20,6 +21,10 @@ def jobs_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
         [sys.executable, "-m", "jobs", *args, "--run-id", "2026-11-25-05-00-00"],
         capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
+
+
+def tree(root: Path) -> list[str]:
+    return sorted(path.relative_to(root).as_posix() for path in root.rglob("*"))
 
 
 @pytest.fixture
@@ -69,10 +74,11 @@ def test_path_mistakes_stop_before_spark(folders: dict[str, Path], command: str,
     if case == "input inside output":
         output = folders["root"]
     args = ["--input", str(source)] + ([] if command == "populate-manifest" else ["--output", str(output)])
+    before = tree(folders["root"])
     result = jobs_cli(command, *args)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [expected.format(**{name: str(path) for name, path in folders.items()})]
-    assert not output.exists() or output == folders["root"]
+    assert tree(folders["root"]) == before  # nothing written, nothing removed
 
 
 @pytest.mark.parametrize(
@@ -108,20 +114,23 @@ def test_manifest_mistakes_stop_before_spark(folders: dict[str, Path], manifest:
     no_region = {k: v for k, v in os.environ.items() if k not in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE")}
     no_region["AWS_CONFIG_FILE"] = str(folders["missing"])  # no profile to take a region from
     output, paths = folders["root"] / "out", {name: str(path) for name, path in folders.items()}
+    before = tree(folders["root"])
     result = jobs_cli(
         "dedup", "--input", paths["events"], "--output", str(output), "--manifest", manifest.format(**paths),
         env=no_region,
     )  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.splitlines() == [expected.format(**paths)]
-    assert not output.exists() and not (folders["root"] / "manifest.db").exists()
+    assert tree(folders["root"]) == before  # no output, no manifest made
 
 
 def test_a_file_counts_only_outside_skipped_names(tmp_path: Path) -> None:
     (tmp_path / "_staging" / "run=1").mkdir(parents=True)
     (tmp_path / "_staging" / "run=1" / "part-0.tsv").write_text("x\n")
     (tmp_path / ".hidden").write_text("x\n")
-    assert not holds_input_file(str(tmp_path))
+    with pytest.raises(InputNotFoundError, match="holds no input files"):
+        require_local_input(str(tmp_path))
     (tmp_path / "day=1").mkdir()
     (tmp_path / "day=1" / "part-0.tsv").write_text("x\n")
-    assert holds_input_file(str(tmp_path))
+    require_local_input(str(tmp_path))
+    require_local_input("s3://bucket/not-looked-at")  # remote paths are Spark's to check
