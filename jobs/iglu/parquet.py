@@ -8,11 +8,11 @@ per-row path).
 
 Ported from, and kept close to (function by function, so a reader can check one against the other):
   - schema-ddl 0.27.0, `iglu.schemaddl.parquet`: `Field.build` / `buildRepeated` / `normalize` (snake_cased names,
-    colliding names collapsed), `Suggestion` (types from `type`, `format`, `enum`, `minimum`/`maximum`,
-    `multipleOf`; anything else is JSON text), `Migrations.mergeSchemas` (additions appended at the end, removals
-    kept as nullable, any type change breaking); and the parts of `iglu.schemaddl.jsonschema` those read: how a
-    schema is decoded (circe: numbers, `type` unions), `Mutate.forStorage` (oneOf / anyOf and tuple items folded
-    into plain schemas through `Narrowed` and `Widened`).
+    colliding names collapsed; refused within one schema here, see Parity), `Suggestion` (types from `type`,
+    `format`, `enum`, `minimum`/`maximum`, `multipleOf`; anything else is JSON text), `Migrations.mergeSchemas`
+    (additions appended at the end, removals kept as nullable, any type change breaking); and the parts of
+    `iglu.schemaddl.jsonschema` those read: how a schema is decoded (circe: numbers, `type` unions),
+    `Mutate.forStorage` (oneOf / anyOf and tuple items folded into plain schemas through `Narrowed` and `Widened`).
   - rdb-loader 6.1.5, `NonAtomicFieldsProvider` (one family's columns: the merged base column first, then a
     recovered column for each breaking version present in the batch) and `ParquetTransformer` (which entities go in
     a column: those whose version is one of the column's matching versions).
@@ -23,8 +23,10 @@ Parity:
     (checked against the hashes in rdb-loader's tests). Spark writes the typed values as upstream's Parquet schema.
   - Per row, values are upstream's for data that fits the type, except: JSON leaves (`Type.Json`, JSON text) come
     from Spark's variant, so object keys come out sorted and numbers as the variant holds them (`1.50` as `1.5`,
-    `1e2` as `100.0`; circe keeps the input's text); a key that normalizes like another (`aField`, `a_field`) is
-    read from the first of those keys the entity has, in schema order (upstream: the first whose value casts).
+    `1e2` as `100.0`; circe keeps the input's text). Properties of one schema that normalize alike (`fooBar`,
+    `foo_bar`) are one field upstream, which keeps one of their values; here the schema is refused
+    (`_refuse_shared_fields`). Keys of different versions that do (`aField` in 1-0-0, `a_field` in 1-0-1) still
+    share the field, read from the first of them the entity has (upstream: the first whose value casts).
   - Data that does not fit is a bad row upstream; here `cast_failed` tells it (see there for the few cases where
     it decides otherwise, e.g. an integer field holding `1.0`).
 """
@@ -877,6 +879,47 @@ def _column_field(kind: str, column: str, schema: Mapping[str, Any]) -> _Field |
     return _normalize(_Field(column, column_type, True, (column,)))
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _json_path(parent: str, key: str) -> str:
+    """A JSONPath to `key` of the object at `parent`: `$.fooBar`, `$['a.b']`."""
+    if _PLAIN_KEY.fullmatch(key):
+        return f"{parent}.{key}"
+    quoted = key.replace("\\", "\\\\").replace("'", "\\'")
+    return f"{parent}['{quoted}']"
+
+
+def _shared_fields(value: _Type, json_path: str = "$", field_path: str = "") -> list[str]:
+    """Each struct field (nested ones too) that several properties of one schema normalize to, as
+    `$.fooBar and $.foo_bar as foo_bar` (in one version's field, several accessors mean exactly that)."""
+    if isinstance(value, _Array):
+        return _shared_fields(value.element, f"{json_path}[*]", f"{field_path}[*]")
+    if not isinstance(value, _Struct):
+        return []
+    found = []
+    for field in value.fields:
+        path = f"{field_path}.{field.name}" if field_path else field.name
+        keys = [_json_path(json_path, key) for key in field.accessors]
+        if len(keys) > 1:
+            found.append(f"{', '.join(keys[:-1])} and {keys[-1]} as {path}")
+        found += _shared_fields(field.type, keys[0], path)
+    return found
+
+
+def _refuse_shared_fields(kind: str, field: _Field, version: str) -> None:
+    """Upstream collapses properties that normalize alike into one field, which keeps one of their values and drops
+    the others quietly; here such a schema cannot be typed (README: typed Parquet)."""
+    entity = field.type.element if kind == "contexts" and isinstance(field.type, _Array) else field.type
+    shared = _shared_fields(entity)
+    if shared:
+        raise ValueError(
+            f"schema {version} has properties that would share a Parquet field of {field.name} (one value of each "
+            f"would be lost): {'; '.join(shared)}; allowed: property names that differ once snake_cased and "
+            "characters other than A-Z, a-z, 0-9 and _ made _"
+        )
+
+
 def family_columns(
     kind: str,
     vendor: str,
@@ -900,6 +943,10 @@ def family_columns(
         `<base>_recovered_<M_R_A>_<hash>`, the hash upstream's (Scala's hashCode of the version's field). A
         version whose schema types to nothing (an object without properties that forbids additional ones) has no
         column, so its entities are not written, as upstream.
+
+    Raises:
+        ValueError: a schema that cannot be typed, e.g. one whose properties would share a field
+            (`_refuse_shared_fields`); shred makes the family's events `loader_iglu_error` bad rows.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -921,14 +968,15 @@ def family_columns(
         field = _column_field(kind, column, schema)
         if field is None:
             continue
+        merged = _merge_field(columns[0][0], field) if columns else None
+        if columns and merged is None and parsed not in present:
+            continue  # a breaking version the batch does not hold: no column to type
+        _refuse_shared_fields(kind, field, version)
         if not columns:
             columns.append((field, [version]))
-            continue
-        base, versions = columns[0]
-        merged = _merge_field(base, field)
-        if merged is not None:
-            columns[0] = (merged, [*versions, version])
-        elif parsed in present:
+        elif merged is not None:
+            columns[0] = (merged, [*columns[0][1], version])
+        else:
             recovered = f"{field.name}_recovered_{'_'.join(map(str, parsed))}_{_scala_hash(field)}"
             columns.append((replace(field, name=recovered), [version]))
     return [

@@ -244,15 +244,37 @@ def test_normal_name(name: str, normalized: str) -> None:  # e13, and two from u
     assert normal_name(name) == normalized
 
 
-def test_colliding_names_collapse_to_the_lowest_key() -> None:
-    """e14: `_ga` and `_Ga` are one field reading both keys; e15: typed as the lowest key (Java order: `XYZ`)."""
+SHARED_ALLOWED = (
+    "allowed: property names that differ once snake_cased and characters other than A-Z, a-z, 0-9 and _ made _"
+)
+
+
+def test_properties_that_would_share_a_field_are_refused() -> None:
+    """e14, e15: upstream collapses `_ga` and `_Ga` into one field that keeps one of their values; here such a schema
+    cannot be typed (issue 29), also inside array items. A breaking version the batch does not hold has no column,
+    so it is not refused."""
     ranged = {"type": "integer", "minimum": 0, "maximum": 10}
-    ga = only("unstruct_event", obj({"_ga": ranged, "__b": ranged, "_Ga": ranged}))
-    assert ga.data_type == struct(opt("__b", INT), opt("_ga", INT))
-    assert ga.parse_type == struct(opt("__b", INT), opt("_Ga", INT), opt("_ga", INT))
-    xyz = only("unstruct_event", obj({"xyz": ranged, "XYZ": {"type": "string"}}))
-    assert xyz.data_type == struct(opt("xyz", STRING))
-    assert xyz.parse_type == struct(opt("XYZ", STRING), opt("xyz", STRING))
+    with pytest.raises(ValueError) as ga:
+        only("unstruct_event", obj({"_ga": ranged, "__b": ranged, "_Ga": ranged}))
+    assert str(ga.value) == (
+        "schema 1-0-0 has properties that would share a Parquet field of unstruct_event_com_acme_example_1 (one"
+        f" value of each would be lost): $._Ga and $._ga as _ga; {SHARED_ALLOWED}"
+    )
+    items = {"type": "array", "items": obj({"xyz": ranged, "XYZ": {"type": "string"}, "it's": {}, "it_s": {}})}
+    with pytest.raises(ValueError) as xyz:
+        columns("contexts", obj({"a": {"type": "string"}}), obj({"a": {"type": "string"}, "list": items}))
+    assert str(xyz.value) == (
+        "schema 1-0-1 has properties that would share a Parquet field of contexts_com_acme_example_1 (one value of"
+        r" each would be lost): $.list[*]['it\'s'] and $.list[*].it_s as list[*].it_s; $.list[*].XYZ and"
+        f" $.list[*].xyz as list[*].xyz; {SHARED_ALLOWED}"
+    )
+    unused = obj({"a": ranged, "A": ranged})  # breaks 1-0-0's string `a`
+    text = {"type": "string"}
+    (column,) = columns(
+        "unstruct_event", obj({"a": text}), unused, obj({"a": text, "b": text}), present={"1-0-0", "1-0-2"}
+    )
+    assert column.data_type == struct(opt("a", STRING), opt("b", STRING))
+    assert column.matching_versions == ("1-0-0", "1-0-2")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -961,8 +983,7 @@ KITCHEN = obj(
             "type": "array",
             "items": obj({"k": {"type": "string"}, "v": {"type": ["integer", "null"]}}, required=("k",)),
         },
-        "XYZ": {"type": "string"},
-        "xyz": {"type": "integer", "minimum": 0, "maximum": 9},
+        "xyz": {"type": "string"},
     },
     required=("when", "count"),
 )
@@ -983,15 +1004,14 @@ KITCHEN_TYPE = struct(
 KITCHEN_FULL = (
     '{"when":"2021-03-04T05:06:07.123456+01:00","day":"2021-03-04","price":12.3,"count":7,"big":9007199254740993,'
     '"ratio":0.5,"flag":true,"anything":"abc","free":{"b":1,"a":[true,null]},"tags":["x",1,null,{"k":2}],'
-    '"pairs":[{"k":"a","v":1},{"k":"b"}],"XYZ":"upper"}'
+    '"pairs":[{"k":"a","v":1},{"k":"b"}],"xyz":"upper"}'
 )
 KITCHEN_SHORT = '{"when":"2021-03-04T05:06:07Z","count":0,"anything":42,"day":null,"xyz":"lower","extra":[1]}'
 
 
 def test_types_and_json_leaves_round_trip(spark: SparkSession) -> None:
     """Timestamps with an offset to UTC micros, dates, decimals at the scale, longs past doubles' precision, JSON
-    leaves as compact JSON text (object keys sorted by the variant; JSON null in a nullable array is null), and a
-    key collapsed with another read from either."""
+    leaves as compact JSON text (object keys sorted by the variant; JSON null in a nullable array is null)."""
     column = only("unstruct_event", KITCHEN)
     assert column.data_type == KITCHEN_TYPE
     frame = typed_rows(
@@ -1055,6 +1075,20 @@ def test_colliding_keys_are_read_from_either(spark: SparkSession) -> None:
     assert frame.select(f"{column.name}.colliding_key", "c_failed").collect()[0] == (["a", "b", None], False)
 
 
+def test_keys_differing_in_case_across_versions_are_read_from_either(spark: SparkSession) -> None:
+    """`XYZ` (1-0-0) and `xyz` (1-0-1): one field, reached by position (Spark matches struct fields ignoring case)."""
+    column = only("unstruct_event", obj({"XYZ": {"type": "string"}}), obj({"xyz": {"type": "string"}}))
+    assert column.parse_type == struct(opt("XYZ", STRING), opt("xyz", STRING))
+    rows = [('{"XYZ":"upper"}',), ('{"xyz":"lower"}',), ('{"XYZ":5}',), ("{}",)]
+    frame = typed_rows(spark, rows, "e string", {"e": column})
+    assert [tuple(row) for row in frame.select(f"{column.name}.xyz", "e_failed").collect()] == [
+        ("upper", False),
+        ("lower", False),
+        ("5", True),  # Spark reads the number 5 as the string "5": cast_failed tells
+        (None, False),
+    ]
+
+
 def kitchen(**changes: Any) -> str:
     document = json.loads(KITCHEN_FULL)
     document.update(changes)
@@ -1089,7 +1123,7 @@ CAST_CASES = {
     "long out of range": (kitchen(big=9223372036854775808), True),
     "double as the string NaN": (kitchen(ratio="NaN"), True),
     "boolean as a string": (kitchen(flag="true"), True),
-    "string as a number": (kitchen(XYZ=5), True),
+    "string as a number": (kitchen(xyz=5), True),
     "required field missing": (without("count"), True),
     "required field null": (kitchen(when=None), True),
     "required field in array items missing": (kitchen(pairs=[{"v": 1}]), True),

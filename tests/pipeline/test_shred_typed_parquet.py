@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from jobs.shred import rdb
 from tests.pipeline.helpers import ID_A, ID_B, ID_C, LINK_CLICK, contexts, event, read_lines, shred, unstruct
 from tests.pipeline.test_iglu_parquet import UPSTREAM, _groups, _parquet_footer
-from tests.pipeline.test_shred_tsv import resolver_config
+from tests.pipeline.test_shred_tsv import IGLU_CENTRAL, resolver_config
 
 SESSION = (
     '{"schema":"iglu:com.snowplowanalytics.snowplow/client_session/jsonschema/1-0-1","data":{"userId":"u-1",'
@@ -127,3 +127,70 @@ def test_a_family_without_schema_and_data_that_does_not_fit_are_loader_iglu_erro
         "iglu:com.acme/unknown/jsonschema/1-0-0 not found in Iglu Client Embedded (NotFound)"
     ]
     assert summary["shredded_types"] == {"com.snowplowanalytics.snowplow/client_session/jsonschema/1-0-1": 1}
+
+
+def acme_schema(folder: Path, name: str, properties: dict[str, object]) -> None:
+    """A com.acme schema 1-0-0 in an embedded repository at `folder`."""
+    path = folder / "schemas" / "com.acme" / name / "jsonschema" / "1-0-0"
+    path.parent.mkdir(parents=True)
+    self_ = {"vendor": "com.acme", "name": name, "format": "jsonschema", "version": "1-0-0"}
+    schema = "http://iglucentral.com/schemas/com.snowplowanalytics.self-desc/schema/jsonschema/1-0-0#"
+    path.write_text(json.dumps({"$schema": schema, "self": self_, "type": "object", "properties": properties}))
+
+
+def test_properties_that_would_share_a_field_make_loader_iglu_errors(spark: SparkSession, tmp_path: Path) -> None:
+    """Issue 29: `fooBar` and `foo_bar` (`a.b` and `a_b`; `userId` and `user_id` inside an object) would be one
+    Parquet field, so one value of each pair would be lost: every event holding such an entity is a bad row that
+    names them, and the other events are written."""
+    acme = tmp_path / "acme"
+    text, number = {"type": "string"}, {"type": "integer"}
+    acme_schema(acme, "collide", {"fooBar": text, "foo_bar": text, "a.b": number, "a_b": number})
+    inner = {"type": "object", "properties": {"userId": text, "user_id": text}}
+    acme_schema(acme, "nested_collide", {"inner": inner, "other": text})
+    collide = '{"schema":"iglu:com.acme/collide/jsonschema/1-0-0","data":{"fooBar":"x","foo_bar":"y","a.b":1,"a_b":2}}'
+    nested = '{"schema":"iglu:com.acme/nested_collide/jsonschema/1-0-0","data":{"inner":{"userId":"u","user_id":"v"}}}'
+    lines = [
+        event(ID_A, event="unstruct", unstruct_event=unstruct(collide)),
+        event(ID_B, contexts=contexts(nested)),
+        event(ID_C, contexts=contexts(SESSION)),
+    ]
+    repositories = [
+        {"name": name, "priority": priority, "vendorPrefixes": [], "connection": {"embedded": {"path": str(path)}}}
+        for name, priority, path in (("Iglu Client Embedded", 0, IGLU_CENTRAL), ("Acme", 1, acme))
+    ]
+    config = resolver_config(tmp_path, *repositories)
+    run = shred(tmp_path, lines, "--format", "widerow-parquet", "--iglu-config", str(config))
+
+    shared = "cannot be typed for Parquet: schema 1-0-0 has properties that would share a Parquet field"
+    allowed = (
+        "allowed: property names that differ once snake_cased and characters other than A-Z, a-z, 0-9 and _ made _"
+    )
+    collide_message = (
+        f"{shared} of unstruct_event_com_acme_collide_1 (one value of each would be lost): $['a.b'] and $.a_b as"
+        f" a_b; $.fooBar and $.foo_bar as foo_bar; {allowed}"
+    )
+    nested_message = (
+        f"{shared} of contexts_com_acme_nested_collide_1 (one value of each would be lost): $.inner.userId and"
+        f" $.inner.user_id as inner.user_id; {allowed}"
+    )
+    bad = {row["data"]["payload"]["event_id"]: row for row in map(json.loads, read_lines(run / rdb.BAD))}
+    assert sorted(bad) == [ID_A, ID_B]
+    assert [bad[i]["schema"] for i in (ID_A, ID_B)] == [rdb.IGLU_ERROR_SCHEMA] * 2
+    assert bad[ID_A]["data"]["failure"] == [
+        {"schemaKey": "iglu:com.acme/collide/jsonschema/1-0-0", "message": collide_message}
+    ]
+    assert bad[ID_B]["data"]["failure"] == [
+        {"schemaKey": "iglu:com.acme/nested_collide/jsonschema/1-0-0", "message": nested_message}
+    ]
+    assert bad[ID_A]["data"]["payload"]["unstruct_event"] == json.loads(unstruct(collide))  # all four values kept
+
+    table = spark.read.parquet(str(run / rdb.GOOD))
+    rows = table.select("event_id", "contexts_com_snowplowanalytics_snowplow_client_session_1").collect()
+    assert [(row[0], row[1][0]["session_id"]) for row in rows] == [(ID_C, "s-1")]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["counts"] == {"input": 3, "good": 1, "bad": 2}
+    assert summary["bad_rows"] == {"loader_parsing_error": 0, "loader_iglu_error": 2}
+    assert summary["iglu"]["failures"] == [  # in column order: contexts first
+        f"iglu:com.acme/nested_collide/jsonschema/1-0-0 is not a usable schema: {nested_message}",
+        f"iglu:com.acme/collide/jsonschema/1-0-0 is not a usable schema: {collide_message}",
+    ]
