@@ -1,7 +1,7 @@
 """The duplicates report: how many event IDs have 1, 2, 3, … events, before and after dedup.
 
-The distribution is the query of shared/reference/000 (`SELECT event_count, COUNT(*) FROM (SELECT event_id,
-COUNT(*) AS event_count … GROUP BY 1) GROUP BY 1 ORDER BY 1`), computed in Spark; only the small
+The distribution is the warehouse-side query of Snowplow's dedup guide (`SELECT event_count, COUNT(*) FROM
+(SELECT event_id, COUNT(*) AS event_count … GROUP BY 1) GROUP BY 1 ORDER BY 1`), computed in Spark; only the small
 distribution table reaches the driver, which writes it as TSV and draws it with a log scale.
 """
 
@@ -16,14 +16,19 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from jobs.contract import BAD, DUPLICATES, GOOD, QUARANTINE, SUCCESS_MARKER, SUMMARY
 from jobs.enriched.parse import parse_events
+from jobs.errors import InvalidArgumentError
 from jobs.lake import FileSystem, absolute, check_apart, read_lines
+from jobs.shred.job import shred_input
 
 TABLE_NAME = "events_per_event_id.tsv"
 CHART_NAME = "events_per_event_id.png"
 # Up to this many distinct events-per-ID values the chart is a bar chart; beyond, markers on log-log axes.
 MAX_BARS = 30
 TABLE_HEADER = ("events_per_event_id", "event_ids_before", "events_before", "event_ids_after", "events_after")
+# What a dedup run writes in its folder: a folder holding one of these is a run folder, never enriched TSV.
+RUN_OUTPUTS = frozenset({GOOD, DUPLICATES, QUARANTINE, BAD})
 
 Progress = Callable[[str], None]
 
@@ -125,6 +130,29 @@ def chart_png(before: dict[int, int], after: dict[int, int] | None) -> bytes:
         plt.close(figure)
 
 
+def deduplicated_folder(spark: SparkSession, path: str) -> str:
+    """What the report reads for one `--deduplicated` path: a complete dedup run folder's `good/`, or the path
+    itself when it is enriched TSV after dedup (e.g. a run's `good/`). Shred's check of its input decides.
+
+    Raises:
+        InvalidArgumentError: a folder of run folders, a dedup run without `_SUCCESS` (or, unfinished earlier,
+            without `summary.json`), or another job's run folder: their other outputs are not events.
+    """
+    try:
+        folder = shred_input(spark, path)
+    except InvalidArgumentError as err:  # shred's message names its own option
+        raise InvalidArgumentError(f"--deduplicated: {str(err).removeprefix('--input: ')}") from None
+    if folder == path:
+        outputs = [name for name in FileSystem(spark).children(path) if name in RUN_OUTPUTS]
+        if outputs:
+            raise InvalidArgumentError(
+                f"--deduplicated: {path} holds {', '.join(f'{name}/' for name in outputs)} but no {SUMMARY} and no "
+                f"{SUCCESS_MARKER} (a dedup run that did not finish); allowed: a complete dedup run folder, its "
+                "good/, or enriched TSV after dedup"
+            )
+    return folder
+
+
 def run(
     spark: SparkSession,
     input_path: str,
@@ -137,8 +165,8 @@ def run(
     Args:
         spark: the session.
         input_path: enriched TSV before dedup (file or folder).
-        deduplicated_paths: dedup run folders (each one's `good/` is read, all together: the runs of
-            several batches) or enriched TSV after dedup; or None.
+        deduplicated_paths: complete dedup run folders (each one's `good/` is read, all together: the runs of
+            several batches) or enriched TSV after dedup; or None. A folder of run folders is refused.
         output_path: the folder that receives `events_per_event_id.tsv` and `events_per_event_id.png`.
         progress: called with a short message at each step.
 
@@ -152,15 +180,13 @@ def run(
     check_apart("--output", output_path, {"--input": input_path})
     for path in deduplicated_paths or ():
         check_apart("--output", output_path, {"--deduplicated": absolute(path)})
+    # Before any counting: a refused path costs no Spark pass and leaves nothing written.
+    folders = [deduplicated_folder(spark, absolute(path).rstrip("/")) for path in deduplicated_paths or ()]
     progress(f"counting events per event ID in {input_path}")
     before, rejected_before = distribution(read_lines(spark, input_path))
     after: dict[int, int] | None = None
     rejected_after = 0
-    folders: list[str] = []
-    if deduplicated_paths:
-        for path in deduplicated_paths:
-            path = absolute(path).rstrip("/")
-            folders.append(f"{path}/good" if fs.exists(f"{path}/good") else path)
+    if folders:
         progress(f"counting events per event ID in {', '.join(folders)}")
         frames = [read_lines(spark, folder) for folder in folders]
         after, rejected_after = distribution(functools.reduce(DataFrame.unionByName, frames))

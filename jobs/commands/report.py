@@ -12,9 +12,9 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "report",
         help="events per event ID (table and log-scale chart), before and after dedup",
-        description="Count the events of each event ID and how many IDs have 1, 2, 3, … events (the query of "
-        "shared/reference/000), for the enriched input and, with --deduplicated, for a dedup run's good/. Writes "
-        "OUT/events_per_event_id.tsv and OUT/events_per_event_id.png (log scale) and prints the table.",
+        description="Count the events of each event ID and how many IDs have 1, 2, 3, … events (the warehouse-side "
+        "query from Snowplow's dedup guide), for the enriched input and, with --deduplicated, for dedup runs' good/. "
+        "Writes OUT/events_per_event_id.tsv and OUT/events_per_event_id.png (log scale) and prints the table.",
     )
     parser.add_argument(
         "--input", required=True, metavar="IN", help="enriched TSV before dedup: a file or folder, plain or .gz"
@@ -23,8 +23,9 @@ def register(subparsers: Any) -> None:
         "--deduplicated",
         metavar="RUN",
         nargs="+",
-        help="one or more dedup run folders (OUT/run=ID: their good/ are read together, e.g. the runs of several "
-        "batches) or enriched TSV after dedup; optional",
+        help="one or more complete dedup run folders (OUT/run=ID with _SUCCESS: their good/ are read together, e.g. "
+        "the runs of several batches) or enriched TSV after dedup (e.g. OUT/run=ID/good); a folder of run folders "
+        "(OUT itself) or an unfinished run is refused; optional",
     )
     parser.add_argument("--output", required=True, metavar="OUT", help="the folder for the table and the chart")
     parser.add_argument(

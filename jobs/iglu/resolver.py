@@ -11,7 +11,9 @@ that a schema resolves here from the same registry, in the same order, as it doe
   column types and TSV columns are derived from.
 
 Each key is asked once per `Resolver` (hits and failures alike are cached): one run sees one answer per key, so
-every event of that key is shredded the same way.
+every event of that key is shredded the same way. Each lookup has a deadline and a run's lookups together a budget
+(`LOOKUP_DEADLINE_SECONDS`, `RUN_LOOKUP_BUDGET_SECONDS`): past them an HTTP registry is a failure, as one that
+never answers.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import logging
 import posixpath
 import re
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -68,7 +71,16 @@ _IGLU_CENTRAL_HOST = re.compile(r"\biglucentral\b")
 EMBEDDED_CLASS_PRIORITY = 2
 HTTP_CLASS_PRIORITY = 100
 
-HTTP_TIMEOUT = urllib3.Timeout(connect=2.0, read=5.0)
+HTTP_CONNECT_SECONDS = 2.0
+HTTP_READ_SECONDS = 5.0
+HTTP_TIMEOUT = urllib3.Timeout(connect=HTTP_CONNECT_SECONDS, read=HTTP_READ_SECONDS)
+# A socket timeout bounds one wait, not an answer: a registry that sends a byte now and then never trips it. So a
+# lookup (every registry asked for one key) has a deadline that the requests HTTP_RETRY allows fit in, and all the
+# lookups of a run a budget, after which HTTP registries are no longer asked: neither can hold a run for long.
+LOOKUP_DEADLINE_SECONDS = 30.0
+RUN_LOOKUP_BUDGET_SECONDS = 300.0
+_BODY_CHUNK_BYTES = 64 * 1024
+_SHORTEST_WAIT = 0.001  # urllib3 refuses a zero timeout; a request this close to its deadline fails at once
 # Statuses that say "try again": after the retries they are a RepoFailure (the registry failed), never a
 # ClientFailure, which `schemas_until` would take for "not found" and skip a revision's schemas on.
 _TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -154,6 +166,24 @@ class RegistryError:
 
     def describe(self) -> str:
         return self.kind if self.message is None else f"{self.kind}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When a lookup must be over (a `time.monotonic()` instant), and the limit that set it, named in failures."""
+
+    at: float
+    limit: str
+    """What set it, with its length: the lookup's deadline, or the run's budget when less is left of it."""
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def missed(self) -> RegistryError:
+        return RegistryError("RepoFailure", f"no complete answer within {self.limit}")
+
+    def not_asked(self) -> RegistryError:
+        return RegistryError("RepoFailure", f"not asked: past {self.limit}")
 
 
 @dataclass(frozen=True)
@@ -244,8 +274,8 @@ class Repository(ABC):
         """`NAME (KIND LOCATION)`, for logs and error messages."""
 
     @abstractmethod
-    def fetch(self, key: SchemaKey) -> _Fetched:
-        """The schema's text, or why not; never raises for a schema that cannot be fetched."""
+    def fetch(self, key: SchemaKey, deadline: Deadline) -> _Fetched:
+        """The schema's text, or why not, by `deadline`; never raises for a schema that cannot be fetched."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,7 +290,9 @@ class EmbeddedRepository(Repository):
     def describe(self) -> str:
         return f"{self.name} (embedded {self.path})"
 
-    def fetch(self, key: SchemaKey) -> _Fetched:
+    def fetch(self, key: SchemaKey, deadline: Deadline) -> _Fetched:
+        """`deadline` does not apply: always asked (its reads are the job's own, with their timeouts), so that a
+        slow registry never hides a schema shipped with the jobs."""
         location = f"{self.path.removesuffix('/')}/schemas/{key.path}"
         try:
             text = self.read_text(location)
@@ -280,7 +312,21 @@ class _RetriesExhausted(MaxRetryError):
 
 
 class _CountingRetry(Retry):
-    """`Retry` that tells, when it gives up, how many requests were made (the lookup history's `attempts`)."""
+    """`Retry` that tells, when it gives up, how many requests were made (the lookup history's `attempts`), and
+    that gives up once its deadline has passed."""
+
+    deadline: Deadline | None = None
+
+    def until(self, deadline: Deadline) -> Self:
+        """This retry policy, for requests that must be over by `deadline`."""
+        retry = self.new()
+        retry.deadline = deadline
+        return retry
+
+    def new(self, **kw: Any) -> Self:
+        retry = super().new(**kw)
+        retry.deadline = self.deadline  # urllib3 makes a new Retry per request: the deadline goes along
+        return retry
 
     def increment(
         self,
@@ -291,10 +337,25 @@ class _CountingRetry(Retry):
         _pool: ConnectionPool | None = None,
         _stacktrace: TracebackType | None = None,
     ) -> Self:
+        # Past the deadline, no request more: urllib3 gives up as with no retries left.
+        current = self.new(total=0) if self.deadline is not None and self.deadline.left() <= 0 else self
         try:
-            return super().increment(method, url, response, error, _pool, _stacktrace)
+            return super(_CountingRetry, current).increment(method, url, response, error, _pool, _stacktrace)
         except MaxRetryError as err:
             raise _RetriesExhausted(err, len(self.history) + 1) from err
+
+
+class _TimeoutUntil(urllib3.Timeout):
+    """HTTP_TIMEOUT cut to what is left before a deadline. urllib3 clones the timeout for each request (retries
+    and redirects too), so each one waits at most what is left when it starts."""
+
+    def __init__(self, deadline: Deadline) -> None:
+        super().__init__(connect=HTTP_CONNECT_SECONDS, read=HTTP_READ_SECONDS)
+        self.deadline = deadline
+
+    def clone(self) -> urllib3.Timeout:
+        left = max(self.deadline.left(), _SHORTEST_WAIT)
+        return urllib3.Timeout(total=left, connect=min(HTTP_CONNECT_SECONDS, left), read=min(HTTP_READ_SECONDS, left))
 
 
 # Connect errors, read timeouts, 429 and 5xx: 3 requests in all, 0 s then 0.2 s apart. Retry-After is not obeyed,
@@ -335,19 +396,29 @@ class HttpRepository(Repository):
         host = urlsplit(self.uri).hostname or ""
         return _IGLU_CENTRAL_HOST.search(host) is not None
 
-    def fetch(self, key: SchemaKey) -> _Fetched:
+    def fetch(self, key: SchemaKey, deadline: Deadline) -> _Fetched:
+        if deadline.left() <= 0:
+            return _Fetched(None, deadline.not_asked(), 0)
         url = f"{self.uri.removesuffix('/')}/schemas/{key.path}"
         headers = {} if self.apikey is None else {"apikey": self.apikey}
         try:
-            response = self.pool.request("GET", url, headers=headers, retries=HTTP_RETRY, timeout=HTTP_TIMEOUT)
+            response = self.pool.request(
+                "GET",
+                url,
+                headers=headers,
+                retries=HTTP_RETRY.until(deadline),
+                timeout=_TimeoutUntil(deadline),
+                preload_content=False,  # read by `_read_body`, within the deadline
+            )
         except _RetriesExhausted as err:
-            return _Fetched(None, RegistryError("RepoFailure", _connection_failure(err.reason)), err.attempts)
+            return _Fetched(None, _request_failure(err.reason, deadline), err.attempts)
         except (HTTPError, OSError) as err:
-            return _Fetched(None, RegistryError("RepoFailure", _connection_failure(err)), 1)
+            return _Fetched(None, _request_failure(err, deadline), 1)
         attempts = 1 if response.retries is None else len(response.retries.history) + 1
         status = response.status
+        body, failure = _read_body(response, deadline)  # whatever the status: the connection is then reusable
         if 200 <= status < 300:
-            return _Fetched(response.data, None, attempts)
+            return _Fetched(body, failure, attempts)
         if status == 404:
             return _Fetched(None, RegistryError("NotFound"), attempts)
         # Upstream's Http4s lookup says the same, status only ("Remove entropy from client failures").
@@ -355,6 +426,34 @@ class HttpRepository(Repository):
         if status >= 500 or status in _TRANSIENT_STATUSES:
             return _Fetched(None, RegistryError("RepoFailure", message), attempts)
         return _Fetched(None, RegistryError("ClientFailure", message), attempts)
+
+
+def _read_body(response: BaseHTTPResponse, deadline: Deadline) -> tuple[bytes | None, RegistryError | None]:
+    """The whole body, or why not: it must be in by `deadline`, however the registry spaces its bytes."""
+    chunks: list[bytes] = []
+    try:
+        while (left := deadline.left()) > 0:
+            sock = getattr(response.connection, "sock", None)
+            if sock is not None:  # one read waits no longer than the deadline allows
+                sock.settimeout(min(HTTP_READ_SECONDS, left))
+            chunk = response.read1(_BODY_CHUNK_BYTES)
+            if not chunk:
+                response.release_conn()
+                return b"".join(chunks), None
+            chunks.append(chunk)
+        failure = deadline.missed()
+    except (HTTPError, OSError) as err:
+        failure = _request_failure(err, deadline)
+    response.close()  # a half-read answer leaves its connection unusable
+    response.release_conn()
+    return None, failure
+
+
+def _request_failure(err: BaseException | None, deadline: Deadline) -> RegistryError:
+    """A request that got no (whole) answer: the deadline's failure once it has passed (each wait was cut to it)."""
+    if deadline.left() <= 0:
+        return deadline.missed()
+    return RegistryError("RepoFailure", _connection_failure(err))
 
 
 def _connection_failure(err: BaseException | None) -> str:
@@ -410,6 +509,7 @@ class Resolver:
         self._cache: dict[SchemaKey, dict[str, Any] | Failure] = {}
         # One lookup at a time: a key asked from two threads is still fetched once.
         self._lock = threading.Lock()
+        self._spent = 0.0  # seconds this resolver's lookups took together, against RUN_LOOKUP_BUDGET_SECONDS
 
     @classmethod
     def from_config(
@@ -481,18 +581,32 @@ class Resolver:
             error.kind != "RepoFailure" for history in custom for error in history.errors
         )
 
+    def _deadline(self, started: float) -> Deadline:
+        """A lookup's deadline: LOOKUP_DEADLINE_SECONDS from `started`, or sooner when less is left of the budget."""
+        budget_left = RUN_LOOKUP_BUDGET_SECONDS - self._spent
+        if budget_left < LOOKUP_DEADLINE_SECONDS:
+            return Deadline(
+                started + budget_left, f"the run's budget for Iglu lookups ({RUN_LOOKUP_BUDGET_SECONDS:g} s)"
+            )
+        return Deadline(started + LOOKUP_DEADLINE_SECONDS, f"the lookup's deadline ({LOOKUP_DEADLINE_SECONDS:g} s)")
+
     def _resolve(self, key: SchemaKey) -> dict[str, Any] | Failure:
+        started = time.monotonic()
+        deadline = self._deadline(started)
         history: list[LookupHistory] = []
-        for repo in prioritize(key.vendor, self.repositories):
-            fetched = repo.fetch(key)
-            if fetched.error is None:
-                schema = _schema(key, repo, fetched.body)
-                if isinstance(schema, InvalidSchema):
-                    logger.warning("%s", schema.describe())
-                else:
-                    logger.info("%s: found in %s (%d requests)", key.uri, repo.describe(), fetched.attempts)
-                return schema
-            history.append(LookupHistory(repo.name, (fetched.error,), fetched.attempts))
+        try:
+            for repo in prioritize(key.vendor, self.repositories):
+                fetched = repo.fetch(key, deadline)
+                if fetched.error is None:
+                    schema = _schema(key, repo, fetched.body)
+                    if isinstance(schema, InvalidSchema):
+                        logger.warning("%s", schema.describe())
+                    else:
+                        logger.info("%s: found in %s (%d requests)", key.uri, repo.describe(), fetched.attempts)
+                    return schema
+                history.append(LookupHistory(repo.name, (fetched.error,), fetched.attempts))
+        finally:
+            self._spent += time.monotonic() - started
         failure = ResolutionFailure(key, tuple(history))
         logger.warning("%s", failure.describe())
         return failure

@@ -1,7 +1,7 @@
 """The Iglu resolver: embedded and HTTP registries, their order, failures as values, caching, schemas_until, config.
 
-No Spark. HTTP registries are a loopback server per test; the embedded one is the copy of Iglu Central schemas
-in iglu/embedded (the copy shipped with the jobs).
+No Spark, but for the lookup deadline through shred. HTTP registries are a loopback server per test; the embedded
+one is the copy of Iglu Central schemas in iglu/embedded (the copy shipped with the jobs).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,9 +18,12 @@ from typing import Any
 
 import pytest
 import urllib3
+from pyspark.sql import SparkSession
 
 from jobs.errors import InvalidConfigError
+from jobs.iglu import resolver as resolver_module
 from jobs.iglu.resolver import (
+    Deadline,
     HttpRepository,
     InvalidSchema,
     LookupHistory,
@@ -30,6 +34,8 @@ from jobs.iglu.resolver import (
     _Fetched,
     read_local,
 )
+from jobs.shred import rdb
+from tests.pipeline.helpers import ID_A, ID_B, WEB_PAGE, contexts, event, read_lines, shred
 
 IGLU_CENTRAL = Path(__file__).resolve().parents[2] / "iglu" / "embedded"
 SNOWPLOW = "iglu:com.snowplowanalytics.snowplow"
@@ -82,7 +88,14 @@ def registry() -> Iterator[Registry]:
         def log_message(self, format: str, *args: Any) -> None:  # quiet test output
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with serving(state, Handler) as served:
+        yield served
+
+
+@contextmanager
+def serving(state: Registry, handler: type[BaseHTTPRequestHandler]) -> Iterator[Registry]:
+    """`handler` served on 127.0.0.1 in a daemon thread, always shut down; `state.uri` says where."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
@@ -92,6 +105,47 @@ def registry() -> Iterator[Registry]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+TRICKLE_INTERVAL = 0.05
+# The most bytes one answer trickles: ends a request whose client never gives up, as a resolver without a lookup
+# deadline; one byte short of the announced length, so even then the answer never completes.
+TRICKLE_BYTES = 400
+
+
+@pytest.fixture
+def trickling() -> Iterator[Registry]:
+    """An Iglu server on 127.0.0.1 that answers every GET 200 and then sends its body one byte at a time: every
+    socket read gets a byte in time, the answer never completes. Each answer ends when the client hangs up, after
+    TRICKLE_BYTES bytes, or when the test ends."""
+    state = Registry()
+    stop = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            with state.lock:
+                state.requests.append((self.path, self.headers.get("apikey")))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(TRICKLE_BYTES + 1))
+            self.end_headers()
+            try:
+                for _ in range(TRICKLE_BYTES):
+                    if stop.wait(TRICKLE_INTERVAL):
+                        return
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+            except OSError:  # the client hung up (what a deadline does)
+                pass
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+            pass
+
+    try:
+        with serving(state, Handler) as served:
+            yield served
+    finally:
+        stop.set()  # before the server shuts down: no answer is left trickling
 
 
 def embedded(name: str, path: str | Path, priority: int = 0, prefixes: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -357,6 +411,49 @@ def test_a_failing_repository_does_not_hide_the_next_one(registry: Registry) -> 
     assert registry.paths() == [f"/broken/schemas/{THING.path}"] * 3 + [f"/good/schemas/{THING.path}"]
 
 
+@pytest.mark.timeout(300)  # a Spark session may start in this test, on a busy machine
+def test_a_registry_that_never_finishes_its_answer_gives_bad_rows_at_the_lookup_deadline(
+    spark: SparkSession, tmp_path: Path, trickling: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every socket read gets its byte in time: only a deadline on the whole lookup ends it (short, for a quick test).
+    monkeypatch.setattr(resolver_module, "LOOKUP_DEADLINE_SECONDS", 1.0)
+    conf = tmp_path / "resolver.json"
+    conf.write_text(config(http("slow", f"{trickling.uri}/api")), encoding="utf-8")
+    lines = [event(ID_A, contexts=contexts(WEB_PAGE)), event(ID_B)]
+    run = shred(tmp_path, lines, "--format", "shred-tsv", "--iglu-config", str(conf))  # exit 0, checked there
+
+    web_page = "iglu:org.schema/WebPage/jsonschema/1-0-0"
+    missed = "no complete answer within the lookup's deadline (1 s)"
+    (bad,) = [json.loads(line) for line in read_lines(run / rdb.BAD / rdb.IGLU_ERROR_PATH)]
+    assert bad["data"]["failure"] == [
+        {"schemaKey": web_page, "error": {"error": "ResolutionError", "lookupHistory": [
+            {"repository": "slow", "errors": [{"error": "RepoFailure", "message": missed}], "attempts": 1,
+             "lastAttempt": "2026-11-22T03:00:00.000Z"},
+        ]}},
+    ]  # fmt: skip
+    assert bad["data"]["payload"]["event_id"] == ID_A
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["counts"] == {"input": 2, "good": 1, "bad": 1}
+    assert summary["bad_rows"] == {"loader_parsing_error": 0, "loader_iglu_error": 1}
+    assert summary["iglu"]["failures"] == [f"{web_page} not found in slow (RepoFailure: {missed})"]
+    assert trickling.paths() == ["/api/schemas/org.schema/WebPage/jsonschema/1-0-0"]  # no request after the deadline
+
+
+@pytest.mark.timeout(120)
+def test_once_the_runs_lookup_budget_is_spent_registries_are_not_asked(
+    trickling: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(resolver_module, "LOOKUP_DEADLINE_SECONDS", 0.5)
+    monkeypatch.setattr(resolver_module, "RUN_LOOKUP_BUDGET_SECONDS", 0.5)  # the first lookup spends it all
+    res = resolver(http("slow", trickling.uri))
+    missed = RegistryError("RepoFailure", "no complete answer within the lookup's deadline (0.5 s)")
+    assert res.lookup(THING) == ResolutionFailure(THING, (LookupHistory("slow", (missed,), 1),))
+    later = THING.with_version(1, 0, 1)
+    spent = RegistryError("RepoFailure", "not asked: past the run's budget for Iglu lookups (0.5 s)")
+    assert res.lookup(later) == ResolutionFailure(later, (LookupHistory("slow", (spent,), 0),))
+    assert trickling.paths() == [f"/schemas/{THING.path}"]
+
+
 # Cache
 
 
@@ -480,7 +577,7 @@ class ScriptedHttp(HttpRepository):
 
     answers: dict[str, dict[str, Any] | RegistryError] = field(default_factory=dict, compare=False)
 
-    def fetch(self, key: SchemaKey) -> _Fetched:
+    def fetch(self, key: SchemaKey, deadline: Deadline) -> _Fetched:
         answer = self.answers.get(key.version, RegistryError("NotFound"))
         if isinstance(answer, RegistryError):
             return _Fetched(None, answer, 1)

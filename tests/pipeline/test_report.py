@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from pyspark.sql import SparkSession
 
 from jobs.cli import main
 from jobs.report import MAX_BARS, chart_figure, chart_png, table_lines
-from tests.pipeline.helpers import ID_A, ID_B, ID_C, event
+from tests.pipeline.helpers import ID_A, ID_B, ID_C, RUN_ID, event, read_lines
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -20,6 +21,15 @@ def write(path: Path, lines: list[str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return path
+
+
+def dedup_run(folder: Path, good: list[str]) -> Path:
+    """A complete dedup run folder as dedup leaves it: good/, bad/, summary.json, then _SUCCESS."""
+    write(folder / "good" / "part-0.tsv", good)
+    write(folder / "bad" / "part-0.json", ['{"line":"not an event"}'])
+    (folder / "summary.json").write_text('{"job": "dedup"}\n', encoding="utf-8")
+    (folder / "_SUCCESS").write_bytes(b"")
+    return folder
 
 
 def test_the_table_lists_every_value_seen_before_or_after() -> None:
@@ -95,9 +105,8 @@ def test_report_before_and_after_dedup(spark: SparkSession, tmp_path: Path, caps
     )
     # Two dedup runs (two batches): their good/ folders are counted together; only good/ is read.
     run_1, run_2 = tmp_path / "dedup" / "run=2026-11-22-03-00-00", tmp_path / "dedup" / "run=2026-11-22-04-00-00"
-    write(run_1 / "good" / "part-0.tsv", [event(ID_A), event(ID_B)])
-    write(run_1 / "bad" / "part-0.json", ['{"line":"not an event"}'])
-    write(run_2 / "good" / "part-0.tsv", [event(ID_C)])
+    dedup_run(run_1, [event(ID_A), event(ID_B)])
+    dedup_run(run_2, [event(ID_C)])
 
     out = tmp_path / "report"
     argv = ["report", "--input", str(before.parent), "--deduplicated", str(run_1), str(run_2), "--output", str(out)]
@@ -130,3 +139,44 @@ def test_report_without_a_dedup_run(spark: SparkSession, tmp_path: Path) -> None
     # Nothing else is written (Hadoop's local file system adds hidden .crc checksums).
     written = sorted(path.name for path in out.iterdir() if not path.name.startswith("."))
     assert written == ["events_per_event_id.png", "events_per_event_id.tsv"]
+
+
+def test_report_reads_only_the_good_of_complete_dedup_runs(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = write(tmp_path / "enriched" / "part-0.tsv", [event(ID_A), event(ID_A), event(ID_B), "not an event"])
+    dedup = tmp_path / "dedup"
+    assert main(["dedup", "--input", str(before.parent), "--output", str(dedup), "--run-id", RUN_ID]) == 0
+    run = dedup / f"run={RUN_ID}"
+    assert read_lines(run / "duplicates") == [event(ID_A)]  # what must not be counted after dedup
+    out = tmp_path / "report"
+    report = ["report", "--input", str(before.parent), "--output", str(out), "--deduplicated"]
+
+    def refused(path: Path) -> str:
+        capsys.readouterr()  # what came before (progress lines)
+        assert main([*report, str(path)]) == 2
+        assert not out.exists()
+        return capsys.readouterr().err.strip().splitlines()[-1]
+
+    # The folder of run folders (what --output of dedup was): its duplicates/ would be counted as events.
+    assert refused(dedup) == (
+        f"error: --deduplicated: {dedup} holds run folders (run={RUN_ID}), whose duplicates/ and bad/ are not "
+        "events; allowed: one run folder, or its good/"
+    )
+
+    for path in (run, run / "good"):  # the run folder means its good/; its good/ is enriched TSV after dedup
+        assert main([*report, str(path)]) == 0
+        assert (out / "events_per_event_id.tsv").read_text().splitlines()[1:] == ["1\t1\t1\t2\t2", "2\t1\t2\t0\t0"]
+    shutil.rmtree(out)
+
+    (run / "_SUCCESS").unlink()  # unfinished: its outputs may be partial
+    assert refused(run) == (
+        f"error: --deduplicated: {run} is a dedup run without _SUCCESS (incomplete or being written); "
+        "allowed: a complete dedup run: rerun it first"
+    )
+    (run / "summary.json").unlink()  # unfinished earlier: the summary is written just before _SUCCESS
+    assert refused(run) == (
+        f"error: --deduplicated: {run} holds bad/, duplicates/, good/, quarantine/ but no summary.json and no "
+        "_SUCCESS (a dedup run that did not finish); allowed: a complete dedup run folder, its good/, or enriched "
+        "TSV after dedup"
+    )
