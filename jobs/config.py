@@ -67,8 +67,8 @@ class ManifestConfig:
     max_attempts: int = 10
     """DynamoDB attempts per request, the first included (botocore adaptive retry mode)."""
     throttle_patience_seconds: int = 3600
-    """How long one DynamoDB request may stay throttled (waited out after botocore's attempts) before the run
-    stops."""
+    """How long one DynamoDB request may stay throttled or keep meeting transient server errors (500, 503), waited
+    out after botocore's attempts, before the run stops."""
     buckets: int = 64
     """Lake manifest: hash buckets of a manifest `--create` makes (then fixed): each bucket is one task of the
     check and one file per segment; aim for 2-50 million live entries a bucket."""

@@ -49,6 +49,8 @@ def render(summary: dict[str, Any]) -> str:
         rows.append(("  retries / throttles", f"{manifest['retries']:,} / {manifest['throttles']:,}"))
         if manifest.get("throttle_waits"):
             rows.append(("  throttled, waited out", manifest["throttle_waits"]))
+        if manifest.get("server_error_waits"):
+            rows.append(("  server errors, waited out", manifest["server_error_waits"]))
         pacing = manifest.get("pacing")
         if pacing:
             rows.append(("  paced per task", f"{pacing['writes_per_second_per_task']:,} puts/s"))

@@ -47,6 +47,9 @@ class ManifestStats:
     throttles: int = 0
     throttle_waits: int = 0
     """Throttled requests botocore gave up on, waited out and sent again (DynamoDB)."""
+    server_error_waits: int = 0
+    """Requests botocore gave up on after a transient server error (a 500 or 503, a closed connection), waited
+    out and sent again (DynamoDB)."""
     consumed_capacity: float = 0.0
     files_read: int = 0
     """Lake: Parquet files the check read (each costs an S3 GET or a few)."""

@@ -10,7 +10,8 @@ Throttling slows a run, it does not fail it (`paced`, `DynamoDbClient`):
 - retries: botocore's adaptive mode (client-side rate limiting plus backoff), `max_attempts` in all; a throttling
   error that still comes back (botocore's retry quota drained, or its attempts used up) is waited out here, with
   growing waits, for up to `patience_seconds` per request; only then does the run stop, with one line, to be
-  rerun with the same run id. Other errors fail the task as before.
+  rerun with the same run id. Transient server errors (`transient_server_error`: a 500 or 503, which AWS says to
+  retry, or a connection the server closed) are waited out the same way. Other errors fail the task as before.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ConnectionClosedError
 
 from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
 from jobs.manifest.base import IdResult, ManifestClient, ManifestError
@@ -38,6 +39,10 @@ from jobs.manifest.requests import RequestManifest
 ID, FINGERPRINT, ETL_TIME, TTL = DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_ETL_TIME, DYNAMODB_TTL
 PUT_CONDITION = f"attribute_not_exists({ID}) OR {ETL_TIME} >= :etl OR #ttl <= :etl"
 THROTTLING_CODES = {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+# DynamoDB's transient server errors, to be retried (AWS: "Error handling with DynamoDB"); a 500 or 503 counts
+# whatever its code (a proxy or load balancer in between answers with its own).
+SERVER_ERROR_CODES = {"InternalServerError", "ServiceUnavailable"}
+SERVER_ERROR_STATUSES = {500, 503}
 EXPECTED_KEYS = [(ID, "HASH", "S"), (FINGERPRINT, "RANGE", "S")]
 # A new on-demand table serves up to 4,000 write and 12,000 read request units per second (AWS: "On-demand
 # capacity mode", initial throughput), more only after it has seen higher peaks.
@@ -52,6 +57,31 @@ class ManifestThrottledError(ManifestError):
     """A request was throttled for longer than `manifest.throttle_patience_seconds`: the run stops (exit 1)."""
 
     exit_code = 1
+
+
+class ManifestServerError(ManifestError):
+    """A request kept failing with a transient server error for longer than `manifest.throttle_patience_seconds`:
+    the run stops (exit 1)."""
+
+    exit_code = 1
+
+
+def transient_server_error(err: Exception) -> str | None:
+    """What the transient server error `err` is, for the message; None when it is not one.
+
+    Of the connection errors only a connection the server closed counts: the endpoint was reached, so it is not
+    a wrong endpoint, DNS or network setting, which waiting would not fix (botocore still retries those within
+    `max_attempts`). A read timeout does not count either: each attempt would first sit out botocore's timeout.
+    """
+    if isinstance(err, ConnectionClosedError):
+        return type(err).__name__
+    if not isinstance(err, ClientError):
+        return None
+    code = err.response.get("Error", {}).get("Code")
+    status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if code not in SERVER_ERROR_CODES and status not in SERVER_ERROR_STATUSES:
+        return None
+    return f"{code} (HTTP {status})" if code and code != str(status) else f"HTTP {status}"
 
 
 @dataclass(frozen=True)
@@ -256,7 +286,8 @@ class DynamoDbClient(ManifestClient):
         client.meta.events.register("needs-retry.dynamodb", self._count_throttle)
 
     def call(self, operation: str, pace: Pace | None, **request: Any) -> dict[str, Any]:
-        """One request, paced; throttling that botocore gives up on is waited out, up to `patience_seconds`."""
+        """One request, paced; throttling or a transient server error that botocore gives up on is waited out, up
+        to `patience_seconds`."""
         started = time.monotonic()
         for waits in itertools.count():
             if pace is not None:
@@ -264,18 +295,32 @@ class DynamoDbClient(ManifestClient):
             try:
                 response: dict[str, Any] = getattr(self.client, operation)(**request)
                 return response
-            except ClientError as err:
-                if err.response.get("Error", {}).get("Code") not in THROTTLING_CODES:
+            except (ClientError, ConnectionClosedError) as err:
+                throttled = (
+                    isinstance(err, ClientError) and err.response.get("Error", {}).get("Code") in THROTTLING_CODES
+                )
+                server_error = None if throttled else transient_server_error(err)
+                if not throttled and server_error is None:
                     raise
+                # Sending a put again is safe even when it landed before a server error: this run's own write
+                # passes PUT_CONDITION (botocore's own retries rely on that too).
                 waited = time.monotonic() - started
                 if waited >= self.patience_seconds:
+                    patience = f"(manifest.throttle_patience_seconds: {self.patience_seconds:.0f}); nothing is lost"
+                    if server_error is not None:
+                        raise ManifestServerError(
+                            f"manifest table {self.table}: a {operation} kept failing with {server_error} for "
+                            f"{waited:.0f} s {patience}: rerun with the same run id"
+                        ) from err
                     raise ManifestThrottledError(
-                        f"manifest table {self.table}: a {operation} was throttled for {waited:.0f} s "
-                        f"(manifest.throttle_patience_seconds: {self.patience_seconds:.0f}); nothing is lost: "
+                        f"manifest table {self.table}: a {operation} was throttled for {waited:.0f} s {patience}: "
                         "rerun with the same run id, with more table capacity or a lower manifest.concurrency"
                     ) from err
                 with self._lock:
-                    self.stats.throttle_waits += 1
+                    if throttled:
+                        self.stats.throttle_waits += 1
+                    else:
+                        self.stats.server_error_waits += 1
                 # Full jitter on a doubling wait: workers that were throttled together do not return together.
                 wait = random.uniform(0, min(LONGEST_WAIT_SECONDS, 0.1 * 2**waits))
                 time.sleep(min(wait, max(self.patience_seconds - waited, 0.0)))

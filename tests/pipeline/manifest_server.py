@@ -1,4 +1,8 @@
-"""moto's DynamoDB on 127.0.0.1 for Spark executors, behind a proxy that can inject throttling and failures."""
+"""moto's DynamoDB on 127.0.0.1 for Spark executors, behind a proxy that can inject throttling and failures.
+
+moto's backend is not thread-safe (a Query iterating a table while a PutItem adds to it raised "dictionary changed
+size during iteration" and answered 500): the server hands it one request at a time.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +10,39 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
 
-from moto.server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import make_server
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 THROTTLED = (
     b'{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"Rate exceeded"}'
 )
 BROKEN = b'{"__type":"com.amazon.coral.validate#ValidationException","message":"injected failure"}'
+JSON = "application/x-amz-json-1.0"
+# Transient server errors, by name: status, body, content type.
+SERVER_ERRORS = {
+    "InternalServerError": (
+        500,
+        b'{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}',
+        JSON,
+    ),
+    "ServiceUnavailable": (
+        503,
+        b'{"__type":"com.amazonaws.dynamodb.v20120810#ServiceUnavailable","message":"Service unavailable"}',
+        JSON,
+    ),
+    # What moto's server answered when its backend failed: no DynamoDB error code at all.
+    "bare 500": (500, b"<h1>Internal Server Error</h1>", "text/html"),
+}
+Answer = tuple[int, bytes, str]
 
 
 @dataclass
@@ -26,42 +52,70 @@ class Faults:
     throttle_every: int = 0  # every Nth PutItem is answered with throttling (0: none)
     fail_after: int = 0  # the PutItem after this many succeed gets a non-retryable error, once (0: never)
     max_per_second: int = 0  # PutItems and Queries above this many in the last second are throttled (0: no limit)
+    server_errors: int = 0  # the next this many PutItems and Queries get a server error (-1: all, for good)
+    server_error_kinds: tuple[str, ...] = tuple(SERVER_ERRORS)  # taken in turn
     puts: int = 0
     throttled: int = 0
     failed: int = 0
+    server_errored: int = 0
     served: list[float] = field(default_factory=list)  # when each request within the limit was let through
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def decide(self, operation: str, body: bytes) -> bytes | None:
-        if b"winnow:writer-lease" in body:
-            return None  # the run's writer lease (jobs/manifest/lease.py) is spared: faults hit the events
+    def decide(self, operation: str, body: bytes) -> Answer | None:
+        if b'"winnow:' in body:
+            # The job's own items (partition keys `winnow:…`: the writer lease, the run register) are spared:
+            # faults hit the events, whose calls summary.json counts.
+            return None
         with self.lock:
             if self.max_per_second:
                 now = time.monotonic()
                 recent = [moment for moment in self.served[-self.max_per_second :] if moment > now - 1.0]
                 if len(recent) >= self.max_per_second:
                     self.throttled += 1
-                    return THROTTLED
+                    return 400, THROTTLED, JSON
                 self.served.append(now)
+            if self.server_errors and (self.server_errors < 0 or self.server_errored < self.server_errors):
+                kind = self.server_error_kinds[self.server_errored % len(self.server_error_kinds)]
+                self.server_errored += 1
+                return SERVER_ERRORS[kind]
             if operation != "PutItem":
                 return None
             self.puts += 1
             if self.fail_after and not self.failed and self.puts > self.fail_after:
                 self.failed += 1
-                return BROKEN
+                return 400, BROKEN, JSON
             if self.throttle_every and self.puts % self.throttle_every == 0:
                 self.throttled += 1
-                return THROTTLED
+                return 400, THROTTLED, JSON
             return None
+
+
+def serialized(app: WSGIApplication) -> WSGIApplication:
+    """`app` handling one request at a time: its body is produced under the lock too."""
+    lock = threading.Lock()
+
+    def handle(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        with lock:
+            body = app(environ, start_response)
+            try:
+                return list(body)
+            finally:
+                if hasattr(body, "close"):
+                    body.close()
+
+    return handle
 
 
 @contextmanager
 def dynamodb_on_loopback(faults: Faults) -> Iterator[str]:
     """Start moto and the proxy on 127.0.0.1; yield the proxy's URL; stop both."""
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    host, port = moto.get_host_and_port()
-    upstream = f"http://{host}:{port}"
+    # As moto.server.ThreadedMotoServer serves it (a thread per request), but one request at a time in moto.
+    moto = make_server(
+        "127.0.0.1", 0, serialized(DomainDispatcherApplication(create_backend_app)), threaded=True,
+        request_handler=MotoRequestHandler,
+    )  # fmt: skip
+    threading.Thread(target=moto.serve_forever, daemon=True).start()
+    upstream = f"http://127.0.0.1:{moto.server_address[1]}"
     # moto's backends live in this process, shared by every server it starts: begin with an empty one.
     urllib.request.urlopen(urllib.request.Request(upstream + "/moto-api/reset", method="POST"), timeout=30).close()
 
@@ -74,7 +128,7 @@ def dynamodb_on_loopback(faults: Faults) -> Iterator[str]:
             operation = self.headers.get("X-Amz-Target", "").rpartition(".")[2]
             injected = faults.decide(operation, body) if operation in ("PutItem", "Query") else None
             if injected is not None:
-                self._answer(400, injected, "application/x-amz-json-1.0")
+                self._answer(*injected)
                 return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
             request = urllib.request.Request(upstream + self.path, data=body, headers=headers, method="POST")
@@ -105,4 +159,5 @@ def dynamodb_on_loopback(faults: Faults) -> Iterator[str]:
     finally:
         proxy.shutdown()
         proxy.server_close()
-        moto.stop()
+        moto.shutdown()
+        moto.server_close()

@@ -1,9 +1,11 @@
 """Throttling slows a run and changes nothing: a DynamoDB stand-in on 127.0.0.1 that serves at most N
-requests a second, against the paced and patient manifest client."""
+requests a second, against the paced and patient manifest client. Transient server errors (500, 503) are
+waited out the same way."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -101,3 +103,46 @@ def test_requests_are_paced_to_the_table_capacity(
         "writes_per_second_per_task": 15.0,
         "queries_per_second_per_task": 15.0,
     }
+
+
+def test_transient_server_errors_are_waited_out_and_change_nothing(
+    spark: SparkSession, batches: Path, tmp_path: Path, endpoint: str, faults: Faults
+) -> None:
+    expected = two_runs(batches, tmp_path / "reference", f"sqlite:{tmp_path / 'manifest.db'}", "--create")
+    provisioned_table(endpoint, writes=1000, reads=1000)
+    # Two of each: 500 InternalServerError, 503 ServiceUnavailable, a 500 without a DynamoDB error code. One
+    # attempt per request: botocore never retries, so the client itself waits each one out.
+    faults.server_errors = 6
+    config = tmp_path / "one-attempt.json"
+    config.write_text('{"manifest": {"max_attempts": 1}}')
+
+    assert two_runs(batches, tmp_path / "out", f"dynamodb://{TABLE}", "--config", str(config)) == expected
+    figures = [manifest_summary(tmp_path / "out", run_id) for run_id in RUNS]
+    assert faults.server_errored == 6
+    assert sum(run["server_error_waits"] for run in figures) == 6
+    assert sum(run["throttle_waits"] for run in figures) == 0
+
+
+def test_server_errors_past_the_patience_stop_the_run_with_one_line(
+    spark: SparkSession, batches: Path, tmp_path: Path, endpoint: str, faults: Faults,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    provisioned_table(endpoint, writes=1000, reads=1000)
+    faults.server_errors, faults.server_error_kinds = -1, ("ServiceUnavailable",)  # for good
+    config = tmp_path / "impatient.json"
+    config.write_text('{"manifest": {"max_attempts": 1, "throttle_patience_seconds": 2}}')
+    out = tmp_path / "out"
+    argv = ["dedup", "--input", str(batches / "batch=1"), "--output", str(out), "--run-id", RUNS[0]]
+    capsys.readouterr()
+
+    assert main([*argv, "--manifest", f"dynamodb://{TABLE}", "--config", str(config)]) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    # An id's first request is its look-up (cross-batch synthetic detection is on by default).
+    assert re.fullmatch(
+        rf"error: dedup run {RUNS[0]} failed, no _SUCCESS written: ManifestServerError: manifest table "
+        rf"{TABLE}: a query kept failing with ServiceUnavailable \(HTTP 503\) for [0-9]+ s "
+        r"\(manifest.throttle_patience_seconds: 2\); nothing is lost: rerun with the same run id "
+        r"\(run with --debug for the traceback\)",
+        line,
+    ), line
+    assert not (out / f"run={RUNS[0]}" / "_SUCCESS").exists()
