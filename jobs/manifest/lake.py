@@ -9,9 +9,10 @@ Apex Deduper, at warehouse scale). Layout under PATH (names in `jobs.contract`):
   (the event id's 128 bits), `fingerprint` (64-bit xxHash of the fingerprint), `etl_time`, `ttl` (epoch seconds).
   Spark's own bucketing (Murmur3 of the id, modulo the bucket count), so the join reads each bucket's files in
   its own task and only the batch's pairs are shuffled; the manifest never is, and full lines never are.
-- `_commits/NNNNNNNNNN.json`: the whole state (segments, and which segment holds each run's entries), created
-  only if absent; the highest number is current. A run's entries count only once its commit exists; files no
-  commit names are never read.
+- `_commits/NNNNNNNNNN.json`: the whole state (segments with their files' sizes, and which segment holds each
+  run's entries), created only if absent; the highest number is current. A run's entries count only once its
+  commit exists; files no commit names are never read. Before a check reads anything, the committed segments'
+  files are compared with the commit (`lake_integrity`): a damaged manifest stops the run.
 
 Semantics are the other backends' (jobs/manifest/base.py): an entry counts against run R (time T) when
 `etl_time < T < ttl`; a rerun's commit replaces that run's entries; so redoing any run, in any order, gives the
@@ -21,7 +22,8 @@ compared by its 64-bit hash: two different fingerprints of one event id collide 
 
 Housekeeping happens in the commit of each run: segments whose entries all expired more than
 RETAIN_AFTER_EXPIRY_DAYS before the newest run are dropped whole (no per-key deletes), and a past UTC day's
-per-run segments are merged into one (compaction), so a run reads about one segment per day of TTL.
+per-run segments are merged into one (compaction), so a run reads about one segment per day of TTL; segment
+folders no kept commit names (a run or compaction killed before its commit) are removed.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from jobs.manifest.base import (
     ManifestRun,
     ManifestStats,
 )  # fmt: skip
+from jobs.manifest.lake_integrity import Recorded, data_files, leftovers, verify_segments
 
 FORMAT = "winnow-lake-manifest"
 VERSION = 1
@@ -123,6 +126,10 @@ class Segment:
     bytes: int
     keys: int
     max_ttl: int
+    file_sizes: dict[str, int] | None = None
+    """Its data files, by name in its folder, with their sizes (None: recorded by the first version, which
+    counted them only). In the commit's `segment_files`, apart from the segment: the first version reads a
+    segment's keys as its fields, so a commit of this one stays readable by it."""
 
 
 @dataclass(frozen=True)
@@ -166,13 +173,21 @@ class State:
             "committed_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "by": {"job": job, "run_id": run_id},
             "buckets": self.buckets,
-            "segments": [asdict(segment) for segment in self.segments.values()],
+            "segments": [
+                {key: value for key, value in asdict(segment).items() if key != "file_sizes"}
+                for segment in self.segments.values()
+            ],
             "runs": [asdict(entries) for entries in sorted(self.runs.values(), key=lambda e: e.etl_time)],
+            "segment_files": {s.name: s.file_sizes for s in self.segments.values() if s.file_sizes is not None},
         }
 
     @staticmethod
     def parse(document: dict[str, Any]) -> State:
-        segments = {s["name"]: Segment(**{**s, "runs": tuple(s["runs"])}) for s in document["segments"]}
+        sizes = document.get("segment_files", {})  # absent from the first version's commits
+        segments = {
+            s["name"]: Segment(**{**s, "runs": tuple(s["runs"]), "file_sizes": sizes.get(s["name"])})
+            for s in document["segments"]
+        }
         runs = {r["etl_time"]: RunEntries(**r) for r in document["runs"]}
         return State(commit=document["commit"], buckets=document["buckets"], segments=segments, runs=runs)
 
@@ -257,7 +272,39 @@ class LakeManifest(Manifest):
             store.delete_folder(self._segment_path(name))
         for number in self._commit_numbers()[:-COMMITS_KEPT]:
             store.delete(self._commit_path(number))
+        self._remove_leftovers(new)
         return new
+
+    def verify(self, state: State) -> int:
+        """Compare every segment `state` names with its files (`lake_integrity.verify_segments`); the files listed.
+
+        Raises:
+            ManifestDamagedError: a file is missing, differs or is in no commit (exit 1).
+        """
+        recorded = (
+            Recorded(name, self._segment_path(name), segment.files, segment.file_sizes)
+            for name, segment in sorted(state.segments.items())
+        )
+        return verify_segments(self.uri, state.commit, recorded)
+
+    def _remove_leftovers(self, current: State) -> None:
+        """Remove the segment folders no kept commit names (a run or compaction killed before its commit, or before
+        it deleted what its commit replaced). The lease makes this run the only writer and its own segments are
+        committed by now, so such a folder is no one's work in progress."""
+        unnamed = set(self._segment_names("")) - set(current.segments)
+        for name in leftovers(unnamed, self._named_by_kept_commits):
+            store.delete_folder(self._segment_path(name))
+
+    def _named_by_kept_commits(self) -> set[str] | None:
+        """The segments any kept commit names; None when one cannot be read (then nothing is removed)."""
+        named: set[str] = set()
+        for number in self._commit_numbers():
+            data = store.read_bytes(self._commit_path(number))
+            try:
+                named.update(segment["name"] for segment in json.loads(data or b"")["segments"])
+            except (ValueError, KeyError, TypeError):
+                return None
+        return named
 
     # -- segments ----------------------------------------------------------------------------------------------
 
@@ -307,14 +354,14 @@ class LakeManifest(Manifest):
             spark.sql(f"DROP TABLE IF EXISTS {table}")
         files = [file for file in store.list_files(path) if file.path.endswith(".parquet")]
         if not files:  # no entries (every pair of the run was delivered before)
-            return Segment(name=name, runs=(), files=0, bytes=0, keys=0, max_ttl=0)
+            return Segment(name=name, runs=(), files=0, bytes=0, keys=0, max_ttl=0, file_sizes={})
         # Figures of what was written, from the files (small dictionary-encoded columns, not the entries again).
         written = spark.read.parquet(*(self._spark_path(file.path) for file in files))
         figures = written.agg(F.count(F.lit(1)), F.max("ttl"), F.sort_array(F.collect_set("etl_time"))).first()
         assert figures is not None
         return Segment(
             name=name, runs=tuple(figures[2]), files=len(files), bytes=sum(f.size for f in files),
-            keys=figures[0], max_ttl=figures[1],
+            keys=figures[0], max_ttl=figures[1], file_sizes=data_files(path, files),
         )  # fmt: skip
 
     # -- the check ---------------------------------------------------------------------------------------------
@@ -322,6 +369,7 @@ class LakeManifest(Manifest):
     def check_pairs(self, pairs: DataFrame, run: ManifestRun, detect_synthetic: bool) -> ManifestCheck:
         spark = pairs.sparkSession
         state = self.state()
+        self.verify(state)  # before anything is read or written: a damaged manifest would decide silently
         buckets = state.buckets
         live = state.live_for(run.etl_time)
         stats = ManifestStats(

@@ -131,10 +131,10 @@ def test_entries_count_only_once_their_commit_exists(spark: SparkSession, tmp_pa
     second = dedup(write_batch(tmp_path / "batch=2", BATCH_2), tmp_path / "out", RUN_2, f"lake:{root}", settings)
     assert second["by_reason"]["duplicates"] == {"in_batch_natural": 1}
     assert second["content"]["good"] == sorted([BATCH_2[0], BATCH_2[1], BATCH_2[2], BATCH_2[4]])
-    assert unread in segment_folders(root)  # another run's folder: not this run's to remove
-    # The next attempt of run 1 removes what its stopped attempt left, and commits its own segment.
-    dedup(first, tmp_path / "out", RUN_1, f"lake:{root}", settings)
+    # No commit names it, and run 1 is over (it held the writer lease): run 2's commit removes it.
     assert unread not in segment_folders(root)
+    # The next attempt of run 1 commits its own segment.
+    dedup(first, tmp_path / "out", RUN_1, f"lake:{root}", settings)
     assert len(segment_folders(root)) == 2 == len(commits(root)[-1]["segments"])
 
 

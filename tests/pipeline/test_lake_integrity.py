@@ -1,0 +1,149 @@
+"""The lake manifest's files: a damaged manifest stops the run before it decides; leftovers are removed.
+
+Issue 29 (data safety II): a committed segment that lost, changed or gained a file stops the run with one line
+(exit 1) before anything is written; a segment folder no commit names (a compaction killed mid-write) is
+removed by the next commit. Through the command line and real Spark, as in test_lake_manifest.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.cli import main
+from tests.pipeline.test_crossbatch import reidentified
+from tests.pipeline.test_lake_manifest import (
+    BATCH_1,
+    BATCH_2,
+    RUN_1,
+    RUN_2,
+    commits,
+    config,
+    dedup,
+    line,
+    segment_folders,
+    write_batch,
+)  # fmt: skip
+
+# Six ids, spread over the 4 buckets of `config`: each run delivers all six again.
+EVERY = [line(name, f"{name.lower()}1") for name in "ABCDEF"]
+RESTORE = "Restore it from a backup (or its earlier version, in a versioned bucket) and run again"
+
+
+def refused(source: Path, out: Path, run_id: str, root: Path, settings: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run dedup expecting exit 1: the last line it printed."""
+    capsys.readouterr()
+    argv = ["dedup", "--input", str(source), "--output", str(out), "--run-id", run_id, "--manifest", f"lake:{root}"]
+    assert main([*argv, "--config", settings]) == 1
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_a_damaged_lake_manifest_stops_the_run_before_it_writes(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, settings, out = tmp_path / "manifest", config(tmp_path), tmp_path / "out"
+    dedup(write_batch(tmp_path / "b1", EVERY), out, RUN_1, f"lake:{root}", settings, "--create")
+    [name] = segment_folders(root)
+    folder = root / "segments" / f"segment={name}"
+    files = sorted(folder.glob("*.parquet"))
+    assert len(files) == 4
+    second, start = write_batch(tmp_path / "b2", EVERY), f"error: manifest lake:{root} is damaged: segment {name}"
+
+    def refusal() -> str:
+        last = refused(second, out, RUN_2, root, settings, capsys)
+        assert not (out / f"run={RUN_2}").exists()  # nothing of the run was written, nothing committed
+        assert len(commits(root)) == 1
+        return last
+
+    shutil.move(folder, tmp_path / "aside")
+    assert refusal() == (
+        f"{start}: its folder {folder} holds none of the 4 files commit 1 records; nothing was written. "
+        "Restore the segment's files from a backup (or their earlier versions, in a versioned bucket) and run again"
+    )
+    shutil.move(tmp_path / "aside", folder)
+    lost, content = files[0], files[0].read_bytes()
+    lost.unlink()
+    assert refusal() == (
+        f"{start}: file {lost.name} of commit 1 ({len(content)} bytes) is missing from {folder}; nothing was "
+        f"written. {RESTORE}"
+    )
+    lost.write_bytes(content + b"\0")
+    assert refusal() == (
+        f"{start}: file {lost} holds {len(content) + 1} bytes, commit 1 records {len(content)}; nothing was "
+        f"written. {RESTORE}"
+    )
+    lost.write_bytes(content)
+    stray = folder / "part-00000-stray_00000.c000.zstd.parquet"
+    shutil.copy(files[1], stray)
+    assert refusal() == (
+        f"{start}: file {stray} is not in commit 1, and the check would read it; nothing was written. "
+        "Move it out of the manifest folder and run again"
+    )
+    shutil.move(stray, tmp_path / stray.name)
+    # Restored as committed: the run decides as if nothing had happened.
+    again = dedup(second, out, RUN_2, f"lake:{root}", settings)
+    assert again["content"]["duplicates"] == sorted(EVERY)
+    assert again["by_reason"]["duplicates"] == {"cross_batch_natural": 6}
+    # What was compared: the commit records each file of the segment with its size, by its name in the folder.
+    assert commits(root)[0]["segment_files"] == {name: {file.name: file.stat().st_size for file in files}}
+
+
+def test_a_commit_of_the_previous_version_is_checked_by_its_file_count(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, settings, out = tmp_path / "manifest", config(tmp_path), tmp_path / "out"
+    dedup(write_batch(tmp_path / "b1", EVERY), out, RUN_1, f"lake:{root}", settings, "--create")
+    # As the previous version wrote it: each segment with its file count, no file names.
+    path = root / "_commits" / "0000000001.json"
+    document = json.loads(path.read_text())
+    document.pop("segment_files", None)
+    path.write_text(json.dumps(document, indent=1))
+    [name] = segment_folders(root)
+    folder = root / "segments" / f"segment={name}"
+    lost = sorted(folder.glob("*.parquet"))[0]
+    content = lost.read_bytes()
+    lost.unlink()
+    second = write_batch(tmp_path / "b2", EVERY)
+    assert refused(second, out, RUN_2, root, settings, capsys) == (
+        f"error: manifest lake:{root} is damaged: segment {name}: {folder} holds 3 data files, commit 1 records 4; "
+        "nothing was written. Restore the segment's files from a backup (or their earlier versions, in a versioned "
+        "bucket) and run again"
+    )
+    lost.write_bytes(content)
+    again = dedup(second, out, RUN_2, f"lake:{root}", settings)
+    assert again["content"]["duplicates"] == sorted(EVERY)
+    # The new commit records its own segment's files; the older segment keeps its count only.
+    assert [(s["name"] == name, s["files"]) for s in commits(root)[-1]["segments"]] == [(True, 4), (False, 0)]
+    assert list(commits(root)[-1]["segment_files"]) == [commits(root)[-1]["segments"][1]["name"]]
+
+
+def test_a_killed_compactions_leftover_is_removed_by_the_next_commit(spark: SparkSession, tmp_path: Path) -> None:
+    root, settings, out = tmp_path / "manifest", config(tmp_path), tmp_path / "out"
+    dedup(write_batch(tmp_path / "b1", BATCH_1), out, RUN_1, f"lake:{root}", settings, "--create")
+    [first] = segment_folders(root)
+    parquet = next((root / "segments" / f"segment={first}").glob("*.parquet"))
+
+    def folder_with_a_file(name: str) -> None:
+        (root / "segments" / name).mkdir()
+        shutil.copy(parquet, root / "segments" / name / parquet.name)
+
+    # A compaction of Oct 31 killed while writing its day segment: a folder no commit names.
+    folder_with_a_file("segment=day-2026-10-31.0badc0de")
+    # Kept: a segment an older commit (still kept) names, and folders that are no segment by their name.
+    named = "2026-10-31-00-00-00.0ddba11a"
+    folder_with_a_file(f"segment={named}")
+    older = {**commits(root)[0], "commit": 0, "runs": [], "segment_files": {}}
+    older["segments"] = [{**older["segments"][0], "name": named}]
+    (root / "_commits" / "0000000000.json").write_text(json.dumps(older))
+    for other in ("segment=day-2026-10-31.0BADC0DE", "segment=notes", "scratch"):
+        folder_with_a_file(other)
+    second = dedup(write_batch(tmp_path / "b2", BATCH_2), out, RUN_2, f"lake:{root}", settings)
+    [_, own] = [s["name"] for s in commits(root)[-1]["segments"]]
+    assert segment_folders(root) == sorted([first, own, named, "day-2026-10-31.0BADC0DE", "notes", "scratch"])
+    # Decisions as without the leftovers: A/a1 seen in run 1, B re-identified, D/d1 twice in the batch.
+    assert second["content"]["duplicates"] == sorted([BATCH_2[0], BATCH_2[3]])
+    assert second["content"]["good"] == sorted([reidentified(BATCH_2[1]), BATCH_2[2], BATCH_2[4]])
