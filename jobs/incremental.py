@@ -22,6 +22,7 @@ starts an EMR job run, and the job then finds its entry.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Sequence
@@ -54,6 +55,29 @@ class IncrementalRunError(WinnowError):
     an input file changed after a run read it): exit 1, nothing written."""
 
     exit_code = 1
+
+
+class InputChangedError(IncrementalRunError):
+    """Files changed while the run read them (an upload still being written): the run stops before `_SUCCESS`,
+    and its redo reads them again (exit 1)."""
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file of a run's entry skipped as unreadable: not read, so not recorded as read (a later run takes it)."""
+
+    file: StoredFile
+    error: str
+
+    @classmethod
+    def of(cls, recorded: dict[str, Any]) -> SkippedFile:
+        """From its ledger record: the file's fields and `error`."""
+        return cls(
+            StoredFile(**{name: value for name, value in recorded.items() if name != "error"}), recorded["error"]
+        )
+
+    def record(self) -> dict[str, Any]:
+        return {**asdict(self.file), "error": self.error}
 
 
 @dataclass(frozen=True)
@@ -103,6 +127,12 @@ class Plan:
     backlog_bytes: int = 0
     changed: tuple[str, ...] = field(default=())
     """Files left out because they changed after an earlier run read them (`skip_changed`)."""
+    skipped: tuple[SkippedFile, ...] = field(default=())
+    """Files of the entry an attempt of the run skipped as unreadable: a redo skips them again."""
+    input_root: str = ""
+    """The input root the files were listed under (listed again by `record_read`)."""
+    output: str = ""
+    """Where the ledger lies: `OUT` of `OUT/_ledger/`."""
 
     @property
     def paths(self) -> list[str]:
@@ -222,7 +252,7 @@ def plan_run(input_root: str, output: str, run_id: str, window: Window = Window(
     ledger = Ledger(output)
     entries = ledger.entries()
     own = [entry for entry in entries if entry["run_id"] == run_id]
-    listed = store.list_files(input_root)
+    listed = store.list_input(input_root)  # a name Hadoop cannot read stops the run here, before the entry
     if own:
         return _reuse(ledger, own[0], listed)
     _check_can_start(ledger, entries, run_id)
@@ -254,6 +284,7 @@ def plan_run(input_root: str, output: str, run_id: str, window: Window = Window(
     number = (entries[-1]["entry"] if entries else 0) + 1
     backlog = [file for _, file in new[len(chosen) :]]
     plan = Plan(run_id, number, tuple(chosen), False, len(backlog), sum(f.size for f in backlog), tuple(changed))
+    plan = dataclasses.replace(plan, input_root=input_root, output=ledger.output)
     document = {
         "entry": number,
         "run_id": run_id,
@@ -293,7 +324,41 @@ def _reuse(ledger: Ledger, entry: dict[str, Any], listed: Sequence[StoredFile]) 
     if current != files:
         revised = {**entry, "files": [asdict(file) for file in current], "revised_at": _now()}
         store.write_bytes(ledger.entry_path(entry["entry"]), _document(revised))
-    return Plan(entry["run_id"], entry["entry"], current, reused=True)
+    skipped = tuple(SkippedFile.of(recorded) for recorded in entry.get("skipped", []))
+    return Plan(
+        entry["run_id"], entry["entry"], current, True, skipped=skipped, input_root=entry["input"], output=ledger.output
+    )
+
+
+def record_read(plan: Plan, unreadable: dict[str, str]) -> Plan:
+    """After the run read its files, before `_SUCCESS`: the plan of what it read, its entry saying the same.
+
+    Each file read must still be as its entry records it (a file that grew while it was read, an upload still being
+    written, would leave an entry that disagrees with what the run read). The files skipped as `unreadable` (path ->
+    error) are moved to the entry's `skipped`: not read, so a later run takes them once they read, and a redo of
+    this run skips them again (so no two runs read them).
+
+    Raises:
+        InputChangedError: a file read changed or went away since it was listed, each named.
+    """
+    read = [file for file in plan.files if file.path not in unreadable]
+    now = {file.path: file for file in store.list_files(plan.input_root)}
+    changed = [file.path for file in read if file.path not in now or not file.same_content_as(now[file.path])]
+    if changed:
+        raise InputChangedError(
+            f"--incremental: {len(changed)} input file(s) changed while run {plan.run_id} read them (size or "
+            f"ETag/time differ from ledger entry {plan.entry}): {', '.join(changed[:5])}; nothing is sealed (no "
+            f"_SUCCESS). Once the upload is done, redo the run (--run-id {plan.run_id} --incremental): it reads "
+            "them again"
+        )
+    if not unreadable:
+        return plan
+    skipped = (*plan.skipped, *(SkippedFile(file, unreadable[file.path]) for file in plan.files if file not in read))
+    ledger = Ledger(plan.output)
+    entry = json.loads(store.read_bytes(ledger.entry_path(plan.entry)) or b"{}")
+    revised = {**entry, "files": [asdict(file) for file in read], "skipped": [file.record() for file in skipped]}
+    store.write_bytes(ledger.entry_path(plan.entry), _document({**revised, "revised_at": _now()}))
+    return dataclasses.replace(plan, files=tuple(read), skipped=skipped)
 
 
 def _now() -> str:
@@ -327,8 +392,7 @@ def _check_can_start(ledger: Ledger, entries: Sequence[dict[str, Any]], run_id: 
         raise IncrementalRunError(
             f"--incremental: run {entry['run_id']} (ledger entry {entry['entry']}, {len(entry['files'])} files) "
             f"has not completed: no {run_folder(ledger.output, entry['run_id'])}/{SUCCESS_MARKER}. Redo it first "
-            f"(--run-id {entry['run_id']} --incremental reads the same files), or, to give its files to the "
-            f"next run, delete {ledger.entry_path(entry['entry'])}; nothing was written"
+            f"(--run-id {entry['run_id']} --incremental reads the same files); nothing was written"
         )
 
 

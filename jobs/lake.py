@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urlparse, urlsplit
 
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs import store
 from jobs.contract import SUCCESS_MARKER, SUMMARY
 from jobs.errors import InputNotFoundError, InvalidArgumentError, WinnowError
 from jobs.runs import run_folder, run_lease
 
 STAGING = "_staging"
+_GLOB_CHARACTERS = re.compile(r"([\\*?\[\]{}])")
 
 T = TypeVar("T")
 
@@ -119,6 +122,26 @@ class FileSystem:
             stream.close()
 
 
+def exact(path: str) -> str:
+    """A path for Spark's reader that names this file or folder only: the reader takes a string for a Hadoop glob,
+    so each glob character (`\\*?[]{}`) is escaped with a backslash (Hadoop's GlobPattern; no other character
+    is special, and `%` is not decoded)."""
+    return _GLOB_CHARACTERS.sub(r"\\\1", path)
+
+
+def listed_name(name: str) -> str:
+    """A file's name as Spark lists it (`inputFiles()`: a URI, `%`-encoded) decoded once, as java.net.URI's getPath
+    decodes it: `file:///in/late%20batch.tsv` -> `file:///in/late batch.tsv`."""
+    parts = urlsplit(name)
+    return f"{parts.scheme}://{parts.netloc}{unquote(parts.path)}"
+
+
+def qualified(path: str) -> str:
+    """A path as `listed_name` gives it: a local path as an absolute `file://` URI, any other unchanged."""
+    local = store.local_path(path)
+    return path if local is None else f"file://{os.path.abspath(local)}"
+
+
 def require_input(spark: SparkSession, path: str) -> None:
     """Raises: InputNotFoundError: the path does not exist."""
     if not FileSystem(spark).exists(path):
@@ -134,7 +157,7 @@ def read_lines(spark: SparkSession, path: str) -> DataFrame:
         InputNotFoundError: the path does not exist.
     """
     require_input(spark, path)
-    return spark.read.option("recursiveFileLookup", "true").text(path)
+    return spark.read.option("recursiveFileLookup", "true").text(exact(path))
 
 
 class UnreadableInputError(WinnowError):
@@ -167,7 +190,7 @@ class Input:
 
     def lines(self, spark: SparkSession) -> DataFrame:
         """The lines of the readable files (column `value`)."""
-        return self.frame if self.frame is not None else spark.read.text(list(self.files))
+        return self.frame if self.frame is not None else spark.read.text([exact(name) for name in self.files])
 
     def without(self, unreadable: Sequence[UnreadableFile]) -> Input:
         """This input less the files found unreadable (read by name from now on)."""
@@ -175,26 +198,39 @@ class Input:
         kept = tuple(name for name in self.files if name not in skipped)
         return Input(self.path, kept, (*self.unreadable, *unreadable))
 
+    def skipped_of(self, paths: Sequence[str]) -> dict[str, str]:
+        """Those of `paths` (as `store` lists them) skipped as unreadable, each with its error."""
+        errors = {file.path: file.error for file in self.unreadable}
+        return {path: errors[qualified(path)] for path in paths if qualified(path) in errors}
+
     def summary(self) -> dict[str, Any]:
         """For `summary.json`: how many files were read, and each file skipped with its size and error."""
         return {"files": len(self.files), "unreadable": [asdict(skipped) for skipped in self.unreadable]}
 
 
-def open_input(spark: SparkSession, path: str, selected: Sequence[str] | None = None) -> Input:
-    """List the input files once: every file under `path`, or only `selected` (an incremental run's).
+def open_input(
+    spark: SparkSession,
+    path: str,
+    selected: Sequence[str] | None = None,
+    skipped: Sequence[UnreadableFile] = (),
+) -> Input:
+    """List the input files once: every file under `path`, or only `selected` (an incremental run's, each read by
+    its exact name; `skipped`: those an earlier attempt of the run skipped as unreadable, not read again).
 
     Nothing is read yet: `read_whole` runs the job's first pass and stops the run on files that do not read whole.
 
     Raises:
         InputNotFoundError: the path does not exist or holds no input files.
+        InvalidArgumentError: a file's name cannot be read (`store.unreadable_names`; s3:// is first listed here).
     """
-    lines = read_lines(spark, path) if selected is None else spark.read.text(list(selected))
-    files = tuple(sorted(lines.inputFiles()))
+    lines = read_lines(spark, path) if selected is None else spark.read.text([exact(name) for name in selected])
+    files = tuple(sorted(listed_name(name) for name in lines.inputFiles()))
     if not files:
         raise InputNotFoundError(
             f"--input: {path} holds no input files (names starting with _ or . are skipped); nothing to do"
         )
-    return Input(path, files, frame=lines)
+    store.refuse_unreadable_names(qualified(path), files)
+    return Input(path, files, tuple(skipped), frame=lines)
 
 
 def read_whole(
@@ -241,7 +277,7 @@ def _unreadable_files(spark: SparkSession, files: Sequence[str]) -> list[Unreada
     failed = []
     for name in files:
         try:
-            spark.read.text(name).count()
+            spark.read.text(exact(name)).count()
         except Exception as err:
             try:
                 size: int | None = fs.size(name)

@@ -19,6 +19,7 @@ def require_local_input(path: str, option: str = "--input", holding_files: bool 
 
     Raises:
         InputNotFoundError: the path does not exist, or is a folder with no input file under it.
+        InvalidArgumentError: a file under it has a name Hadoop cannot read (`store.unreadable_names`).
     """
     local = store.local_path(path)
     if local is None:
@@ -26,7 +27,7 @@ def require_local_input(path: str, option: str = "--input", holding_files: bool 
     local = absolute(local)
     if not os.path.exists(local):
         raise InputNotFoundError(f"{option}: {local} does not exist")
-    if holding_files and not store.list_files(local):  # names starting with _ or . left out, as Spark does
+    if holding_files and not store.list_input(local, option):  # names starting with _ or . left out, as Spark does
         raise InputNotFoundError(
             f"{option}: {local} holds no input files (names starting with _ or . are skipped); nothing to do"
         )

@@ -68,7 +68,9 @@ class Reporter:
     """Writes the job's lines to `stream`: phase lines as they come, the live status line rewritten in place on a
     terminal (cleared before any other line), or printed plainly otherwise."""
 
-    def __init__(self, job: str, stream: TextIO = sys.stderr, terminal: bool | None = None) -> None:
+    def __init__(self, job: str, stream: TextIO | None = None, terminal: bool | None = None) -> None:
+        # sys.stderr as it is now, not as it was at import (a caller may have replaced it since, as pytest does)
+        stream = stream or sys.stderr
         self.job, self.stream = job, stream
         self.terminal = stream.isatty() if terminal is None else terminal
         self.started = self.phase_started = time.monotonic()

@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
@@ -79,6 +80,40 @@ def hidden(relative: str) -> bool:
     """True when a segment of a path relative to a listed root starts with `_` or `.` (markers, checksums,
     temporary folders of writers in progress), which Spark also skips."""
     return any(part.startswith(("_", ".")) for part in relative.split("/") if part)
+
+
+def unreadable_names(root: str, paths: Sequence[str]) -> list[str]:
+    """The paths Hadoop cannot read by name: a `:` in a name below `root` (or in the root file's own name), which
+    Hadoop takes for a URI scheme when it joins the name to its folder (e.g. the `.NAME.crc` checksum path)."""
+    base = root.rstrip("/")
+    refused = []
+    for path in paths:
+        relative = path[len(base) :] if path.startswith(base + "/") else path.rsplit("/", 1)[-1]
+        if ":" in relative:
+            refused.append(path)
+    return refused
+
+
+def refuse_unreadable_names(root: str, paths: Sequence[str], option: str = "--input") -> None:
+    """Raises: InvalidArgumentError: a path of `unreadable_names`, each named (the run writes nothing)."""
+    refused = unreadable_names(root, paths)
+    if refused:
+        raise InvalidArgumentError(
+            f"{option}: {len(refused)} file name(s) cannot be read: {', '.join(refused[:5])} (':' in a name under the "
+            "input folder, which Hadoop reads as a URI scheme); allowed: names without ':'. Rename or move them; "
+            "nothing was written"
+        )
+
+
+def list_input(root: str, option: str = "--input") -> list[StoredFile]:
+    """`list_files` of an input root whose every file can be read by its name.
+
+    Raises:
+        InvalidArgumentError: `root` is neither local nor S3, or a file's name cannot be read (see `unreadable_names`).
+    """
+    files = list_files(root)
+    refuse_unreadable_names(root, [file.path for file in files], option)
+    return files
 
 
 def list_files(root: str) -> list[StoredFile]:

@@ -29,10 +29,22 @@ from jobs.dedup.inbatch import (
     with_row_ids,
 )  # fmt: skip
 from jobs.enriched.parse import narrow_events
-from jobs.incremental import Window, plan_run
-from jobs.lake import Input, RunFolder, absolute, check_apart, open_input, read_whole, require_input
+from jobs.incremental import Plan, Window, plan_run, record_read
+from jobs.lake import (
+    FileSystem,
+    Input,
+    RunFolder,
+    UnreadableFile,
+    absolute,
+    check_apart,
+    open_input,
+    qualified,
+    read_whole,
+    require_input,
+)
 from jobs.manifest import Manifest, ManifestCheck, ManifestRun, ManifestStats, open_manifest
 from jobs.manifest.lease import writer_lease
+from jobs.manifest.runs import RegisteredRun, run_register
 from jobs.runs import run_timestamp
 
 # Where each outcome is written in the run folder; dropped copies go to duplicates/ with their reason.
@@ -109,11 +121,15 @@ def run(
     progress: Progress = lambda message: None,
     create_manifest: bool = False,
     incremental: Window | None = None,
+    redo: str | None = None,
 ) -> dict[str, Any]:
     """Run the dedup job and return its summary (also written as `summary.json`).
 
     With `incremental`, the run reads only the input files its ledger entry lists (`jobs.incremental`: its own
-    entry on a retry, else the new files in the window, recorded first).
+    entry on a retry, else the new files in the window, recorded first). With a manifest, the run enters the
+    manifest's register of unfinished runs before its first manifest write and leaves it after `_SUCCESS`
+    (`jobs.manifest.runs`); `redo` is the command a later run prints if this one does not complete (default: this
+    dedup command).
 
     Raises:
         NothingToDo: `incremental` and no new input file (nothing is written).
@@ -127,34 +143,80 @@ def run(
     pacing = None
     if manifest is not None:
         manifest, pacing = manifest.paced(tasks_at_once(spark))
-    plan = None
-    if incremental is not None:
-        progress(f"finding the input files under {input_path} no earlier run into {output_path} read")
-        plan = plan_run(input_path, output_path, run_id, incremental)
-        progress(
-            f"{'reading again' if plan.reused else 'reading'} the {len(plan.files):,} file(s) of ledger entry "
-            f"{plan.entry}"
-            + (f"; {plan.backlog_files:,} newer file(s) left for later runs" if plan.backlog_files else "")
-        )
     folder = RunFolder(spark, output_path, run_id, "dedup", sorted(set(OUTPUT_FOLDERS.values())))
+    # The manifest's lease before planning: an earlier run that left events in the manifest unfinished stops this
+    # one before its ledger entry is written (a later entry would stop the earlier run's redo).
     manifest_lease = writer_lease(spark, manifest, "dedup", run_id) if manifest else contextlib.nullcontext()
-    with folder.writing(), manifest_lease:
-        source = open_input(spark, input_path, plan.paths if plan else None)
-        summary, source = _deduplicate(spark, config, source, folder, run_time, manifest, progress)
-        if summary["manifest"] is not None and pacing is not None:
-            summary["manifest"]["pacing"] = pacing
-        summary.update(
-            job="dedup",
-            version=__version__,
-            run_id=run_id,
-            input=input_path,
-            input_files={**source.summary(), **({"incremental": plan.summary()} if plan else {})},
-            output=folder.path,
-            started_at=started_at.isoformat(timespec="seconds"),
-            wall_time_seconds=round(time.monotonic() - started, 3),
-        )
-        folder.write_json(contract.SUMMARY, summary)
-        folder.seal()
+    with manifest_lease:
+        register = run_register(manifest) if manifest else None
+        registered = RegisteredRun(
+            run_id, int(run_time.timestamp()), ManifestRun.of(run_id, run_time, config.manifest.ttl_days).ttl,
+            folder.path, redo or _redo_command(input_path, output_path, run_id, incremental is not None),
+        )  # fmt: skip
+        if register is not None and manifest is not None:
+            register.require_no_unfinished(run_id, manifest.uri, FileSystem(spark).exists)
+
+        def register_run() -> None:
+            if register is not None:
+                register.begin(registered)
+
+        plan = None
+        if incremental is not None:
+            progress(f"finding the input files under {input_path} no earlier run into {output_path} read")
+            plan = plan_run(input_path, output_path, run_id, incremental)
+            progress(
+                f"{'reading again' if plan.reused else 'reading'} the {len(plan.files):,} file(s) of ledger entry "
+                f"{plan.entry}"
+                + (f"; {plan.backlog_files:,} newer file(s) left for later runs" if plan.backlog_files else "")
+            )
+        with folder.writing():
+            summary = _run_in_folder(spark, config, input_path, folder, run_time, manifest, plan, progress,
+                                     register_run)  # fmt: skip
+            if summary["manifest"] is not None and pacing is not None:
+                summary["manifest"]["pacing"] = pacing
+            summary["started_at"] = started_at.isoformat(timespec="seconds")
+            summary["wall_time_seconds"] = round(time.monotonic() - started, 3)
+            folder.write_json(contract.SUMMARY, summary)
+            folder.seal()
+            if register is not None:
+                register.complete(run_id)
+    return summary
+
+
+def _redo_command(input_path: str, output_path: str, run_id: str, incremental: bool) -> str:
+    """The command that redoes a dedup run (its other options, such as --config and --manifest, as it had them)."""
+    flag = " --incremental" if incremental else ""
+    return (
+        f"python -m jobs dedup --input {input_path} --output {output_path} --run-id {run_id}{flag}, with its other "
+        "options as they were (--config, --manifest)"
+    )
+
+
+def _run_in_folder(
+    spark: SparkSession,
+    config: JobConfig,
+    input_path: str,
+    folder: RunFolder,
+    run_time: datetime,
+    manifest: Manifest | None,
+    plan: Plan | None,
+    progress: Progress,
+    before_manifest_write: Callable[[], None],
+) -> dict[str, Any]:
+    """Read, decide and write the run's lines into its folder (held); the summary without its times."""
+    skipped = [UnreadableFile(qualified(s.file.path), s.file.size, s.error) for s in plan.skipped] if plan else []
+    source = open_input(spark, input_path, plan.paths if plan else None, skipped)
+    summary, source = _deduplicate(spark, config, source, folder, run_time, manifest, progress, before_manifest_write)
+    if plan is not None:  # before _SUCCESS: the entry says what the run read (a changed file stops it here)
+        plan = record_read(plan, source.skipped_of(plan.paths))
+    summary.update(
+        job="dedup",
+        version=__version__,
+        run_id=folder.run_id,
+        input=input_path,
+        input_files={**source.summary(), **({"incremental": plan.summary()} if plan else {})},
+        output=folder.path,
+    )
     return summary
 
 
@@ -177,6 +239,7 @@ def _deduplicate(
     run_time: datetime,
     manifest: Manifest | None,
     progress: Progress,
+    before_manifest_write: Callable[[], None] = lambda: None,
 ) -> tuple[dict[str, Any], Input]:
     """Decide and write every line into the run folder; the counts and manifest parts of the summary, and the input
     as read (less any file skipped as unreadable).
@@ -202,6 +265,7 @@ def _deduplicate(
     try:
         if manifest is not None:
             progress(f"checking the manifest {manifest.uri}")
+            before_manifest_write()
             check = manifest.check_pairs(
                 delivered_pairs(events),
                 ManifestRun.of(folder.run_id, run_time, config.manifest.ttl_days),

@@ -120,11 +120,10 @@ def test_a_run_that_stopped_blocks_later_runs_until_it_is_redone(
     capsys.readouterr()
 
     assert dedup(root, output, 1) == 1
-    entry = output / "_ledger" / f"{1:020d}.json"
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"error: --incremental: run {run_id(0)} (ledger entry 1, 2 files) has not completed: no "
         f"{output}/run={run_id(0)}/_SUCCESS. Redo it first (--run-id {run_id(0)} --incremental reads the same "
-        f"files), or, to give its files to the next run, delete {entry}; nothing was written"
+        "files); nothing was written"
     )
     assert not (output / f"run={run_id(1)}").exists()
 
@@ -314,3 +313,64 @@ def test_an_s3_root_that_cannot_be_read_is_an_error_not_an_empty_input() -> None
             monkeypatch.setattr(store, "s3_client", lambda: client)
             with pytest.raises(client.exceptions.ClientError, match="403"):
                 store.list_files("s3://lake/in/x")
+
+
+def test_a_file_skipped_as_unreadable_is_not_recorded_as_read(spark: SparkSession, tmp_path: Path) -> None:
+    root, output = tmp_path / "enriched", tmp_path / "out"
+    whole = put(root, "hourly", 0, "part-0.tsv", [event(ID_A)])
+    late = [event(f"d0000000-0000-4000-8000-{i:012d}", event_fingerprint=f"fp-{i}") for i in range(2000)]
+    upload = whole.with_name("part-1.tsv.gz")
+    data = gzip.compress("".join(line + "\n" for line in late).encode())
+    upload.write_bytes(data[: len(data) // 2])  # an upload still being written
+    config = tmp_path / "config.json"
+    config.write_text('{"input": {"skip_unreadable": true}}')
+    assert dedup(root, output, 0, "--config", str(config)) == 0
+    first = summary_of(output, 0)
+    assert [skipped["path"] for skipped in first["input_files"]["unreadable"]] == [f"file://{upload}"]
+    assert first["input_files"]["incremental"]["files"] == 1
+    entry = json.loads((output / "_ledger" / f"{1:020d}.json").read_text())
+    assert [file["path"] for file in entry["files"]] == [str(whole)]
+    assert [file["path"] for file in entry["skipped"]] == [str(upload)]
+
+    upload.write_bytes(data)  # the upload put right: the next run reads it, once
+    assert dedup(root, output, 1, "--config", str(config)) == 0
+    assert read_lines(output / f"run={run_id(1)}" / "good") == sorted(late)
+    assert summary_of(output, 1)["counts"]["input"] == len(late)
+    assert dedup(root, output, 0, "--config", str(config)) == 0  # a redo of run 0 skips it again: the same output
+    assert read_lines(output / f"run={run_id(0)}" / "good") == [event(ID_A)]
+    redone = summary_of(output, 0)
+    assert redone["counts"] == first["counts"]
+    assert redone["input_files"]["unreadable"] == first["input_files"]["unreadable"]
+    assert dedup(root, output, 2, "--config", str(config)) == 0  # nothing left
+    assert not (output / f"run={run_id(2)}").exists()
+
+
+def test_a_file_that_grows_while_the_run_reads_it_stops_the_run_before_success(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, output = tmp_path / "enriched", tmp_path / "out"
+    lines = [event(f"d0000000-0000-4000-8000-{i:012d}", event_fingerprint=f"fp-{i}") for i in range(20)]
+    growing = put(root, "hourly", 0, "part-0.tsv", lines[:10])
+
+    def listed_then_grown(*args: Any) -> Any:
+        plan = plan_run(*args)
+        with growing.open("a", encoding="utf-8") as handle:  # the upload goes on after the listing
+            handle.write("".join(line + "\n" for line in lines[10:]))
+        return plan
+
+    monkeypatch.setattr("jobs.dedup.job.plan_run", listed_then_grown)
+    capsys.readouterr()
+    assert dedup(root, output, 0) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --incremental: 1 input file(s) changed while run {run_id(0)} read them (size or ETag/time differ "
+        f"from ledger entry 1): {growing}; nothing is sealed (no _SUCCESS). Once the upload is done, redo the run "
+        f"(--run-id {run_id(0)} --incremental): it reads them again"
+    )
+    assert not (output / f"run={run_id(0)}" / "_SUCCESS").exists()
+    monkeypatch.undo()
+
+    assert dedup(root, output, 0) == 0  # the redo reads the whole file, and records it as read
+    assert read_lines(output / f"run={run_id(0)}" / "good") == sorted(lines)
+    assert summary_of(output, 0)["counts"]["input"] == len(lines)
+    assert dedup(root, output, 1) == 0  # nothing to do: the grown file is not taken as changed
+    assert not (output / f"run={run_id(1)}").exists()

@@ -6,6 +6,7 @@ import io
 import re
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from jobs.config import JobConfig
@@ -14,6 +15,13 @@ from jobs.generate import GenerateOptions, generate
 from jobs.progress import Reporter, StageStatus, StageWatcher, human_bytes
 
 PREFIX = r"\[dedup +\d+\.\ds\]"
+
+
+def test_lines_go_to_stderr_as_it_is_when_the_reporter_is_made(capsys: pytest.CaptureFixture[str]) -> None:
+    # Not sys.stderr as it was when jobs.progress was imported: a caller (pytest's capsys here, which the
+    # module import above predates) may have replaced it since, and the old object may be closed.
+    Reporter("dedup", terminal=False)("reading")
+    assert re.fullmatch(rf"{PREFIX} reading\n", capsys.readouterr().err)
 
 
 def test_a_stage_says_its_tasks_rows_and_time_left() -> None:

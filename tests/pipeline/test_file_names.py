@@ -1,0 +1,167 @@
+"""File names are data: every listed file is read exactly by its name, or refused before anything is written."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tempfile
+from pathlib import Path
+
+import hypothesis
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import SparkSession
+
+from jobs.cli import main
+from jobs.errors import InvalidArgumentError
+from jobs.lake import open_input
+from tests.pipeline.helpers import RUN_ID, event, read_lines
+
+INCREMENTAL_RUN, NEXT_RUN = "2026-11-24-01-30-00", "2026-11-24-02-30-00"
+
+
+def events(prefix: int, count: int) -> list[str]:
+    """`count` distinct events whose ids start with `prefix` (a file's own events)."""
+    return [event(f"{prefix:08x}-0000-4000-8000-{i:012d}", event_fingerprint=f"fp-{prefix}-{i}") for i in range(count)]
+
+
+def write(root: Path, relative: str, lines: list[str]) -> Path:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def dedup(root: Path, output: Path, *extra: str, run_id: str = RUN_ID) -> int:
+    return main(["dedup", "--input", str(root), "--output", str(output), "--run-id", run_id, *extra])
+
+
+def summary_of(output: Path, run_id: str = RUN_ID) -> dict[str, object]:
+    summary: dict[str, object] = json.loads((output / f"run={run_id}" / "summary.json").read_text())
+    return summary
+
+
+def last_error_line(err: str) -> str:
+    return err.strip().splitlines()[-1]
+
+
+def test_glob_characters_in_names_are_read_as_names_by_an_incremental_run(spark: SparkSession, tmp_path: Path) -> None:
+    root, output = tmp_path / "in", tmp_path / "out"
+    expected = []
+    for number, name in enumerate(["x1.tsv", "x[1].tsv", "y*.tsv", "yz.tsv"]):
+        lines = events(number + 1, 300)
+        write(root, name, lines)
+        expected += lines
+    assert dedup(root, output, "--incremental", run_id=INCREMENTAL_RUN) == 0
+    assert summary_of(output, INCREMENTAL_RUN)["counts"] == {
+        "input": 1200, "good": 1200, "bad": 0, "duplicates": 0, "quarantined": 0, "dropped": 0,
+    }  # fmt: skip
+    assert read_lines(output / f"run={INCREMENTAL_RUN}" / "good") == sorted(expected)
+    assert dedup(root, output, "--incremental", run_id=NEXT_RUN) == 0  # x[1].tsv was read: nothing is left
+    assert not (output / f"run={NEXT_RUN}").exists()
+
+
+def test_skip_unreadable_skips_only_files_whose_content_does_not_read(spark: SparkSession, tmp_path: Path) -> None:
+    root, output = tmp_path / "in", tmp_path / "out"
+    healthy = events(1, 3) + events(2, 2) + events(3, 1)
+    write(root, "late batch.tsv", healthy[:3])
+    write(root, "a#b.tsv", healthy[3:5])
+    write(root, "p%20q.tsv", healthy[5:])
+    truncated = root / "truncated.tsv.gz"
+    data = gzip.compress("".join(line + "\n" for line in events(4, 3000)).encode())
+    truncated.write_bytes(data[: len(data) // 2])
+    config = tmp_path / "config.json"
+    config.write_text('{"input": {"skip_unreadable": true}}')
+    assert dedup(root, output, "--config", str(config)) == 0
+    summary = summary_of(output)
+    assert summary["input_files"] == {
+        "files": 3,
+        "unreadable": [{"path": f"file://{truncated}", "size": truncated.stat().st_size,
+                        "error": "java.io.EOFException: Unexpected end of input stream"}],
+    }  # fmt: skip
+    assert read_lines(output / f"run={RUN_ID}" / "good") == sorted(healthy)
+
+
+@pytest.mark.parametrize("mode", ["plain", "incremental"])
+def test_a_name_hadoop_cannot_read_is_refused_before_anything_is_written(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    root, output = tmp_path / "in", tmp_path / "out"
+    for number, name in enumerate(["c:d.tsv", "late batch.tsv", "a#b.tsv", "p%20q.tsv"]):
+        write(root, name, events(number + 1, 2))
+    extra = ["--incremental"] if mode == "incremental" else []
+    assert dedup(root, output, *extra, run_id=INCREMENTAL_RUN) == 2
+    assert last_error_line(capsys.readouterr().err) == (
+        f"error: --input: 1 file name(s) cannot be read: {root / 'c:d.tsv'} (':' in a name under the input folder, "
+        "which Hadoop reads as a URI scheme); allowed: names without ':'. Rename or move them; nothing was written"
+    )
+    assert not output.exists()
+
+
+def test_the_spark_listing_refuses_such_names_too(spark: SparkSession, tmp_path: Path) -> None:
+    """An S3 input is not listed before Spark starts: Spark's own listing is checked the same way."""
+    root = tmp_path / "in"
+    write(root, "sub/c:d.tsv", events(1, 1))
+    write(root, "ok.tsv", events(2, 1))
+    with pytest.raises(InvalidArgumentError, match=r"1 file name\(s\) cannot be read: .*/in/sub/c:d.tsv \(':' in"):
+        open_input(spark, str(root))
+
+
+# Generated names: lines in = lines accounted, on plain and incremental runs.
+
+SEGMENT = st.tuples(
+    st.sampled_from(["", "", "", ".", "_"]),  # a leading dot or underscore hides the file (or folder)
+    st.text(st.sampled_from(list("ab1*?[]{}\\ #%:,;!^$()+~'&@ü日€-")), min_size=1, max_size=5),
+).map("".join)
+NAMES = st.lists(
+    st.tuples(st.lists(SEGMENT, max_size=1), SEGMENT).map(lambda parts: "/".join([*parts[0], parts[1] + ".tsv"])),
+    min_size=1,
+    max_size=4,
+    unique=True,
+)
+ISSUE_NAMES = ["x1.tsv", "x[1].tsv", "y*.tsv", "yz.tsv", "late batch.tsv", "a#b.tsv", "p%20q.tsv", "b{1,2}.tsv",
+               "back\\slash.tsv", "ü 日.tsv", "q?.tsv", "sub[0]/{a}.tsv", "_hidden.tsv", ".hidden.tsv", "_x/a.tsv"]  # fmt: skip
+
+
+def hidden(name: str) -> bool:
+    return any(part.startswith(("_", ".")) for part in name.split("/"))
+
+
+def check_accounting(base: Path, names: list[str], incremental: bool, err: pytest.CaptureFixture[str]) -> None:
+    root, output = base / "in [1]*{a} %41", base / "out"  # the root's own name is data too
+    expected, refused = [], []
+    for number, name in enumerate(["plain.tsv", *names]):
+        lines = events(number + 1, 1 + number % 2)
+        write(root, name, lines)
+        if not hidden(name):
+            expected += lines
+            refused += [str(root / name)] if ":" in name else []
+    extra = ["--incremental"] if incremental else []
+    err.readouterr()
+    code = dedup(root, output, *extra, run_id=INCREMENTAL_RUN)
+    hypothesis.event("refused" if refused else f"read {len(expected)} lines")  # what the examples covered (statistics)
+    if refused:
+        assert code == 2
+        assert f"error: --input: {len(refused)} file name(s) cannot be read: " in last_error_line(err.readouterr().err)
+        assert not output.exists()
+        return
+    assert code == 0
+    assert summary_of(output, INCREMENTAL_RUN)["counts"]["input"] == len(expected)  # type: ignore[index]
+    assert read_lines(output / f"run={INCREMENTAL_RUN}" / "good") == sorted(expected)
+    if incremental:  # the ledger recorded the names read: nothing is left, nothing read twice
+        assert dedup(root, output, *extra, run_id=NEXT_RUN) == 0
+        assert not (output / f"run={NEXT_RUN}").exists()
+
+
+@pytest.mark.parametrize("incremental", [False, True], ids=["plain", "incremental"])
+@settings(max_examples=4, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(names=NAMES)
+@example(names=ISSUE_NAMES)
+@example(names=["c:d.tsv", "late batch.tsv", ".e:f.tsv"])
+def test_every_visible_file_is_read_exactly_once_whatever_its_name(
+    spark: SparkSession, capsys: pytest.CaptureFixture[str], incremental: bool, names: list[str]
+) -> None:
+    with tempfile.TemporaryDirectory() as base:
+        check_accounting(Path(base), names, incremental, capsys)

@@ -1,0 +1,183 @@
+"""An unfinished run never counts: a run killed after it wrote to the manifest, or killed during `run`'s shred,
+stops the next run with one line, and following that line leaves every event in exactly one completed run.
+
+The killed runs are real processes that die (`os._exit`, as `kill -9` would: leases left behind) at a fixed
+point: when their run folder is about to be sealed, after every output and every manifest write.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+from pyspark.sql import SparkSession
+
+from jobs.cli import main
+from jobs.manifest import open_manifest
+from jobs.manifest.runs import RegisteredRun, UnfinishedRunError, run_register
+from tests.pipeline.helpers import event, read_lines
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_A, RUN_B = "2026-11-24-01-00-00", "2026-11-24-02-00-00"
+# Dies at the Nth seal of a run folder (dedup's is the first; in `run`, shred's the second).
+DIES_AT_SEAL = """
+import os, sys
+from jobs.lake import RunFolder
+seals, seal = [], RunFolder.seal
+def dying(self):
+    seals.append(self.path)
+    if len(seals) == int(os.environ["DIE_AT_SEAL"]):
+        os._exit(137)
+    seal(self)
+RunFolder.seal = dying
+from jobs.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def uuid(number: int) -> str:
+    return f"{number:08x}-0000-4000-8000-000000000000"
+
+
+def events(numbers: range) -> list[str]:
+    return [event(uuid(number)) for number in numbers]
+
+
+def write(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def killed(argv: list[str], at_seal: int) -> None:
+    """Run the command in a process that dies at its `at_seal`th run-folder seal."""
+    result = subprocess.run([sys.executable, "-c", DIES_AT_SEAL, *argv], cwd=ROOT, capture_output=True, text=True,
+                            env={**os.environ, "DIE_AT_SEAL": str(at_seal)}, timeout=600)  # fmt: skip
+    assert result.returncode == 137, result.stderr
+
+
+def error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def stale_lease(line: str) -> Path:
+    """The lease file a 'being written by' line names, checked to be a lease the killed run left."""
+    match = re.search(r"remove its lease (\S+) and run again$", line)
+    assert match, line
+    return Path(match.group(1))
+
+
+@pytest.mark.slow  # a Spark process that dies, then the runs that follow the printed way out
+@pytest.mark.parametrize("backend", ["sqlite", "lake"])
+def test_a_killed_run_with_its_ledger_entry_deleted_stops_the_next_run_until_it_is_redone(
+    spark: SparkSession, tmp_path: Path, backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, output = tmp_path / "in", tmp_path / "out"
+    manifest = f"sqlite:{tmp_path / 'manifest.db'}" if backend == "sqlite" else f"lake:{tmp_path / 'manifest'}"
+    write(root / "a.tsv", events(range(0, 10)))
+
+    def dedup(run_id: str) -> list[str]:
+        return ["dedup", "--input", str(root), "--output", str(output), "--run-id", run_id, "--incremental",
+                "--manifest", manifest]  # fmt: skip
+
+    killed([*dedup(RUN_A), "--create"], at_seal=1)  # its 10 pairs are in the manifest, its folder unsealed
+    write(root / "b.tsv", events(range(5, 15)))  # 5 events again, 5 new
+    (output / "_ledger" / f"{1:020d}.json").unlink()  # what the ledger's message once offered: A's files to B
+
+    assert main(dedup(RUN_B)) == 1  # the killed run's manifest lease is still there
+    stale_lease(error_line(capsys)).unlink()
+    assert main(dedup(RUN_B)) == 1
+    assert error_line(capsys) == (
+        f"error: manifest {manifest}: run {RUN_A} recorded its events and has not completed (no "
+        f"{output}/run={RUN_A}/_SUCCESS), so no later run may decide against them; nothing was written. Redo it "
+        f"first: python -m jobs dedup --input {root} --output {output} --run-id {RUN_A} --incremental, with its "
+        "other options as they were (--config, --manifest)"
+    )
+    assert not (output / f"run={RUN_B}").exists() and not list((output / "_ledger").glob("*.json"))
+
+    assert main(dedup(RUN_A)) == 1  # the printed redo: first the killed run's own folder lease
+    stale_lease(error_line(capsys)).unlink()
+    assert main(dedup(RUN_A)) == 0
+    assert main(dedup(RUN_B)) == 0  # nothing new: exit 0, no run
+    assert "nothing to do" in capsys.readouterr().out
+    # Every event once, in the one completed run; none counted as delivered by the unfinished attempt.
+    assert read_lines(output / f"run={RUN_A}" / "good") == sorted(events(range(0, 15)))
+    assert read_lines(output / f"run={RUN_A}" / "duplicates") == sorted(events(range(5, 10)))
+    assert (output / f"run={RUN_A}" / "_SUCCESS").exists() and not (output / f"run={RUN_B}").exists()
+
+
+@pytest.mark.slow  # a Spark process that dies, then the runs that follow the printed way out
+def test_run_killed_during_shred_stops_the_next_run_until_the_shred_is_completed(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, output = tmp_path / "in", tmp_path / "out"
+    write(root / "a.tsv", events(range(0, 4)))
+
+    def pipeline(run_id: str) -> list[str]:
+        return ["run", "--input", str(root), "--output", str(output), "--run-id", run_id, "--incremental"]
+
+    killed(pipeline(RUN_A), at_seal=2)  # dedup sealed, shred killed before its seal
+    write(root / "b.tsv", events(range(4, 6)))
+    shredded, lease = output / "shredded", output / "shredded" / "_leases" / f"run={RUN_A}.json"
+    assert main(pipeline(RUN_B)) == 1
+    assert error_line(capsys) == (
+        f"error: run {RUN_A}: its dedup completed and its shred did not (no {shredded}/run={RUN_A}/_SUCCESS), so "
+        f"its events are not in the warehouse yet; nothing was written. Complete it first: python -m jobs shred "
+        f"--input {output}/deduplicated/run={RUN_A}/good --output {shredded} --run-id {RUN_A}, with its --config as "
+        f"it was. Its lease {lease} is still there: once that run is gone, remove it first."
+    )
+    assert not (output / "deduplicated" / f"run={RUN_B}").exists()
+
+    lease.unlink()  # the printed way out, word for word
+    shred = [
+        "shred",
+        "--input",
+        f"{output}/deduplicated/run={RUN_A}/good",
+        "--output",
+        str(shredded),
+        "--run-id",
+        RUN_A,
+    ]
+    assert main(shred) == 0
+    assert main(pipeline(RUN_B)) == 0
+    atomic = "output=good/vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
+    ids = sorted(line.split("\t")[6] for run in (RUN_A, RUN_B) for line in read_lines(shredded / f"run={run}" / atomic))
+    assert ids == [uuid(number) for number in range(0, 6)]  # every event in the warehouse's input once
+
+
+def test_a_run_killed_after_sealing_is_taken_as_complete(tmp_path: Path) -> None:
+    """Between `_SUCCESS` and the register's `complete` a run can die: its `_SUCCESS` is what counts."""
+    manifest = open_manifest(f"sqlite:{tmp_path / 'manifest.db'}")
+    manifest.create()
+    register = run_register(manifest)
+    sealed = tmp_path / "out" / f"run={RUN_A}"
+    register.begin(RegisteredRun(RUN_A, 1, 2, str(sealed), "redo A"))
+    sealed.mkdir(parents=True)
+    (sealed / "_SUCCESS").touch()
+    register.require_no_unfinished(RUN_B, manifest.uri, lambda path: Path(path).exists())
+    assert register.unfinished() == []  # taken out on the way
+    register.begin(RegisteredRun(RUN_B, 3, 4, str(tmp_path / "out" / f"run={RUN_B}"), "redo B"))
+    register.require_no_unfinished(RUN_B, manifest.uri, lambda path: Path(path).exists())  # its own redo passes
+    with pytest.raises(UnfinishedRunError, match=f"run {RUN_B} recorded its events .* Redo it first: redo B$"):
+        register.require_no_unfinished("2026-11-24-03-00-00", manifest.uri, lambda path: Path(path).exists())
+
+
+def test_the_dynamodb_register_keeps_its_items_apart_from_the_events() -> None:
+    with mock_aws():
+        manifest = open_manifest("dynamodb://manifest")
+        manifest.create()
+        register = run_register(manifest)
+        first = RegisteredRun(RUN_A, 1, 2, "s3://out/run=A", "redo A")
+        register.begin(first)
+        register.begin(RegisteredRun(RUN_B, 3, 4, "s3://out/run=B", "redo B"))
+        register.complete(first.run_id)
+        assert register.unfinished() == [RegisteredRun(RUN_B, 3, 4, "s3://out/run=B", "redo B")]
+        items = boto3.client("dynamodb").scan(TableName="manifest")["Items"]
+        assert [(item["eventId"]["S"], item["fingerprint"]["S"], item["ttl"]["N"]) for item in items] == [
+            ("winnow:runs", RUN_B, "4")
+        ]  # one partition, no event id: no event's query meets it; it expires with the run's events
