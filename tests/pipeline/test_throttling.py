@@ -64,6 +64,13 @@ def two_runs(batches: Path, output: Path, manifest: str, *extra: str) -> list[di
     return [run_folder_content(output / f"run={run_id}") for run_id in RUNS]
 
 
+def one_attempt(tmp_path: Path) -> str:
+    """A config of one attempt per request: botocore never retries, so the client itself waits out each fault."""
+    config = tmp_path / "one-attempt.json"
+    config.write_text('{"manifest": {"max_attempts": 1}}')
+    return str(config)
+
+
 def manifest_summary(output: Path, run_id: str) -> dict[str, Any]:
     figures: dict[str, Any] = json.loads((output / f"run={run_id}" / "summary.json").read_text())["manifest"]
     return figures
@@ -75,14 +82,12 @@ def test_sustained_throttling_slows_the_run_and_changes_nothing(
 ) -> None:
     expected = two_runs(batches, tmp_path / "reference", f"sqlite:{tmp_path / 'manifest.db'}", "--create")
     # The table claims far more than the stand-in serves (as when another job shares it): every second, all
-    # requests above 20 are throttled. One attempt per request: botocore never retries, so every throttle is
-    # waited out by the client itself, as when botocore's retry quota (500 tokens, 5 a retry) is drained.
+    # requests above 20 are throttled. With one attempt per request every throttle is waited out by the client
+    # itself, as when botocore's retry quota (500 tokens, 5 a retry) is drained.
     provisioned_table(endpoint, writes=1000, reads=1000)
     faults.max_per_second = 20
-    config = tmp_path / "one-attempt.json"
-    config.write_text('{"manifest": {"max_attempts": 1}}')
 
-    assert two_runs(batches, tmp_path / "out", f"dynamodb://{TABLE}", "--config", str(config)) == expected
+    assert two_runs(batches, tmp_path / "out", f"dynamodb://{TABLE}", "--config", one_attempt(tmp_path)) == expected
     waits = sum(manifest_summary(tmp_path / "out", run_id)["throttle_waits"] for run_id in RUNS)
     assert faults.throttled > 0 and waits == faults.throttled  # each one waited out by the client
 
@@ -110,13 +115,10 @@ def test_transient_server_errors_are_waited_out_and_change_nothing(
 ) -> None:
     expected = two_runs(batches, tmp_path / "reference", f"sqlite:{tmp_path / 'manifest.db'}", "--create")
     provisioned_table(endpoint, writes=1000, reads=1000)
-    # Two of each: 500 InternalServerError, 503 ServiceUnavailable, a 500 without a DynamoDB error code. One
-    # attempt per request: botocore never retries, so the client itself waits each one out.
+    # Two of each: 500 InternalServerError, 503 ServiceUnavailable, a 500 without a DynamoDB error code.
     faults.server_errors = 6
-    config = tmp_path / "one-attempt.json"
-    config.write_text('{"manifest": {"max_attempts": 1}}')
 
-    assert two_runs(batches, tmp_path / "out", f"dynamodb://{TABLE}", "--config", str(config)) == expected
+    assert two_runs(batches, tmp_path / "out", f"dynamodb://{TABLE}", "--config", one_attempt(tmp_path)) == expected
     figures = [manifest_summary(tmp_path / "out", run_id) for run_id in RUNS]
     assert faults.server_errored == 6
     assert sum(run["server_error_waits"] for run in figures) == 6
