@@ -145,7 +145,7 @@ def run_spark_job(
     A `WinnowError` propagates (a usage error, exit 2); any other failure ends with one clear line and exit 1.
     """
     config = configure(load_config(args.config))
-    run_id = args.run_id or new_run_id()
+    run_id = args.run_id = args.run_id or new_run_id()  # the preflight sees the id the job gets
     run_timestamp(run_id)  # validate before Spark starts (8-12 s): a mistake is told in under a second
     preflight(config)
     from jobs.progress import Reporter, StageWatcher

@@ -155,6 +155,24 @@ def list_files(root: str) -> list[StoredFile]:
     return sorted(found, key=lambda file: file.path)
 
 
+def children(folder: str) -> list[str]:
+    """The names directly under `folder` (files and folders), sorted; [] when there is none.
+
+    Raises:
+        InvalidArgumentError: `folder` is neither local nor S3.
+    """
+    local = local_path(folder)
+    if local is not None:
+        return sorted(os.listdir(local)) if os.path.isdir(local) else []
+    bucket, key = _s3_or_refuse(folder)
+    prefix = key.rstrip("/") + "/" if key else ""
+    names: set[str] = set()
+    for page in s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
+        names.update(common["Prefix"][len(prefix) :].rstrip("/") for common in page.get("CommonPrefixes", []))
+        names.update(item["Key"][len(prefix) :] for item in page.get("Contents", []))
+    return sorted(name for name in names if name)
+
+
 def _head(bucket: str, key: str) -> dict[str, Any] | None:
     """HeadObject's answer, or None when the object does not exist (any other error is raised: access denied
     must not pass for an empty input)."""

@@ -550,6 +550,9 @@ class PipelineStateMachine(Construct):
                         jp.string_at("$.settings.config"),
                         "--manifest",
                         jp.string_at("$.settings.manifest"),
+                        # An earlier execution whose shred did not complete stops this one before it writes.
+                        "--shredded",
+                        jp.string_at("$.settings.shredOutput"),
                         *(["--create"] if self.props.create_manifest else []),
                         *(["--incremental"] if incremental else []),
                     ),

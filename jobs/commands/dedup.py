@@ -11,6 +11,8 @@ from jobs.cli import add_run_options, run_spark_job
 from jobs.config import SYNTHETIC_STRATEGIES, JobConfig
 from jobs.errors import InvalidArgumentError
 from jobs.incremental import Window, window_from
+from jobs.lake import absolute
+from jobs.runs import require_earlier_shred_complete
 
 SYNTHETIC_HELP = (
     "what to do with synthetic duplicates (same event_id, different fingerprint): "
@@ -33,6 +35,13 @@ def register(subparsers: Any) -> None:
     add_run_options(parser)
     add_dedup_options(parser)
     add_incremental_options(parser)
+    parser.add_argument(
+        "--shredded",
+        metavar="SHRED_OUT",
+        help="the output of the shred step that follows this dedup (a pipeline that runs them apart, as the "
+        "deployed state machine does): the run stops, writing nothing, while the latest earlier run's shred "
+        "there has not completed, and says how to complete it",
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -134,3 +143,5 @@ def dedup_preflight(args: argparse.Namespace, config: JobConfig) -> None:
     """The input, the output and the manifest URI of `dedup` and `run`, checked before Spark starts."""
     preflight.check_paths(args.input, args.output, incremental=args.incremental)
     preflight.check_manifest(config, args.create)
+    if getattr(args, "shredded", None):
+        require_earlier_shred_complete(absolute(args.output), absolute(args.shredded), args.run_id)

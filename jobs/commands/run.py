@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobs.cli import add_run_options, run_spark_job
 from jobs.commands.dedup import (
@@ -15,12 +15,8 @@ from jobs.commands.dedup import (
 )
 from jobs.commands.shred import add_format_option, with_iglu_config
 from jobs.config import JobConfig
-from jobs.contract import SUCCESS_MARKER
-from jobs.errors import WinnowError
-from jobs.runs import run_lease
-
-if TYPE_CHECKING:
-    from jobs.lake import FileSystem
+from jobs.lake import absolute
+from jobs.runs import require_earlier_shred_complete
 
 DEDUPLICATED, SHREDDED = "deduplicated", "shredded"
 
@@ -46,12 +42,10 @@ def register(subparsers: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from jobs.dedup import job as dedup_job
-    from jobs.lake import FileSystem, absolute
     from jobs.shred import job as shred_job
 
     def pipeline(spark: Any, config: JobConfig, run_id: str, progress: Any) -> dict[str, Any]:
-        output = absolute(args.output.rstrip("/"))  # apart from --input: checked before Spark (dedup_preflight)
-        require_earlier_shred_complete(FileSystem(spark), output, run_id, shred_options(args))
+        output = absolute(args.output.rstrip("/"))  # checked before Spark started: run_preflight
         redo = (
             f"python -m jobs run --input {absolute(args.input)} --output {output} --run-id {run_id}"
             f"{' --incremental' if args.incremental else ''}, with its other options as they were (--config, "
@@ -85,47 +79,22 @@ def handle(args: argparse.Namespace) -> int:
         pipeline,
         render,
         lambda config: with_iglu_config(args, with_dedup_options(args, config)),
-        lambda config: dedup_preflight(args, config),
+        lambda config: run_preflight(args, config),
     )
 
 
-class UnfinishedShredError(WinnowError):
-    """An earlier run's dedup completed and its shred did not: the next run stops before writing (exit 1)."""
-
-    exit_code = 1
-
-
 def shred_options(args: argparse.Namespace) -> str:
-    """The shred options given to this `run` (the unfinished shred is redone with them)."""
+    """The shred options given to this `run` (an earlier run's unfinished shred is completed with them)."""
     options = [f"--{name} {value}" for name in ("format", "layout", "iglu-config")
                if (value := getattr(args, name.replace("-", "_"))) is not None]  # fmt: skip
     return "".join(f" {option}" for option in options)
 
 
-def require_earlier_shred_complete(fs: FileSystem, output: str, run_id: str, options: str) -> None:
-    """Stop when the latest earlier run's dedup completed and its shred did not: that batch would never reach the
-    warehouse. Only the latest needs a look: every `run` before it passed this check.
-
-    Raises:
-        UnfinishedShredError: named, with the shred command that completes it.
-    """
-    earlier = [name for name in fs.children(f"{output}/{DEDUPLICATED}")
-               if name.startswith("run=") and name.removeprefix("run=") < run_id]  # fmt: skip
-    if not earlier:
-        return
-    name = max(earlier)
-    deduplicated, shredded = f"{output}/{DEDUPLICATED}/{name}", f"{output}/{SHREDDED}/{name}"
-    if not fs.exists(f"{deduplicated}/{SUCCESS_MARKER}") or fs.exists(f"{shredded}/{SUCCESS_MARKER}"):
-        return  # an unfinished dedup is stopped by its own checks (the ledger, the manifest's register)
-    earlier_id = name.removeprefix("run=")
-    lease = run_lease(f"{output}/{SHREDDED}", earlier_id)
-    stale = f" Its lease {lease} is still there: once that run is gone, remove it first." if fs.exists(lease) else ""
-    raise UnfinishedShredError(
-        f"run {earlier_id}: its dedup completed and its shred did not (no {shredded}/{SUCCESS_MARKER}), so its events "
-        f"are not in the warehouse yet; nothing was written. Complete it first: python -m jobs shred --input "
-        f"{deduplicated}/good --output {output}/{SHREDDED} --run-id {earlier_id}{options}, with its --config as it was."
-        + stale
-    )
+def run_preflight(args: argparse.Namespace, config: JobConfig) -> None:
+    """dedup's checks, and the latest earlier run's shred complete (before Spark starts)."""
+    dedup_preflight(args, config)
+    output = absolute(args.output.rstrip("/"))
+    require_earlier_shred_complete(f"{output}/{DEDUPLICATED}", f"{output}/{SHREDDED}", args.run_id, shred_options(args))
 
 
 def render(summary: dict[str, Any]) -> str:

@@ -51,6 +51,7 @@ def test_dedup_arguments_parse_with_the_jobs_command_line(
     )
     assert args.config == f"s3://winnow-dev-artifacts-{bucket}/jobs/{version}/config.json"
     assert args.manifest == "dynamodb://winnow-dev-manifest"
+    assert args.shredded == f"s3://winnow-dev-output-{bucket}/shredded"  # the shred step's --output
 
 
 def test_shred_arguments_parse_with_the_jobs_command_line(
@@ -71,16 +72,17 @@ def test_shred_arguments_parse_with_the_jobs_command_line(
 def test_the_rendered_arguments_are_the_documented_command_lines(entry_point_arguments: dict[str, list[str]]) -> None:
     """The option names and order of DESIGN §3."""
     dedup, shred = entry_point_arguments["dedup"], entry_point_arguments["shred"]
-    assert [dedup[i] for i in (0, 1, 3, 5, 7, 9)] == [
+    assert [dedup[i] for i in (0, 1, 3, 5, 7, 9, 11)] == [
         "dedup",
         "--input",
         "--output",
         "--run-id",
         "--config",
         "--manifest",
+        "--shredded",
     ]
     assert [shred[i] for i in (0, 1, 3, 5, 7)] == ["shred", "--input", "--output", "--run-id", "--config"]
-    assert (len(dedup), len(shred)) == (11, 9)
+    assert (len(dedup), len(shred)) == (13, 9)
 
 
 def test_an_incremental_run_gives_the_planner_and_the_dedup_job_the_same_input_and_output(dev: Synthesized) -> None:

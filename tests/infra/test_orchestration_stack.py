@@ -308,8 +308,11 @@ def test_with_the_lake_manifest_dedup_gets_the_lake_uri_and_creates_it_once(
     # `--create` after the manifest (the descriptor is put if absent, then checked): the lake only.
     for state, tail in (("JobArguments", ")"), ("IncrementalJobArguments", ", '--incremental')")):
         dedup = lake[state]["Parameters"]["args"]["dedup.$"]
-        assert dedup.endswith(f"'--manifest', $.settings.manifest, '--create'{tail}"), dedup
-        assert table[state]["Parameters"]["args"]["dedup.$"].endswith(f"'--manifest', $.settings.manifest{tail}")
+        shredded = "'--shredded', $.settings.shredOutput"
+        assert dedup.endswith(f"'--manifest', $.settings.manifest, {shredded}, '--create'{tail}"), dedup
+        assert table[state]["Parameters"]["args"]["dedup.$"].endswith(
+            f"'--manifest', $.settings.manifest, {shredded}{tail}"
+        )
 
 
 def test_with_the_lake_manifest_the_dashboard_shows_no_table(dev_lake: Synthesized) -> None:

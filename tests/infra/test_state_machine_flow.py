@@ -109,7 +109,7 @@ def test_scheduled_runs_read_new_files_only_and_start_no_job_when_there_is_none(
     assert dedup_arguments(first) == [
         "dedup", "--input", f"s3://{BUCKETS['input']}/enriched/", "--output", f"s3://{BUCKETS['output']}/deduplicated",
         "--run-id", "2026-11-22-03-00-00", "--config", dedup_arguments(first)[8], "--manifest",
-        "dynamodb://winnow-dev-manifest", "--incremental",
+        "dynamodb://winnow-dev-manifest", "--shredded", f"s3://{BUCKETS['output']}/shredded", "--incremental",
     ]  # fmt: skip
     assert first["plan"]["files"] == 2 and first["plan"]["entry"] == 1
 

@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from jobs.cli import main
 from jobs.manifest import open_manifest
 from jobs.manifest.runs import RegisteredRun, UnfinishedRunError, run_register
+from jobs.runs import UnfinishedShredError, require_earlier_shred_complete
 from tests.pipeline.helpers import event, read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,3 +182,41 @@ def test_the_dynamodb_register_keeps_its_items_apart_from_the_events() -> None:
         assert [(item["eventId"]["S"], item["fingerprint"]["S"], item["ttl"]["N"]) for item in items] == [
             ("winnow:runs", RUN_B, "4")
         ]  # one partition, no event id: no event's query meets it; it expires with the run's events
+
+
+def test_dedup_with_shredded_stops_before_spark_while_an_earlier_shred_is_unfinished(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The deployed pipeline runs dedup and shred as two job runs: dedup's `--shredded` makes the same check."""
+    root, deduplicated, shredded = tmp_path / "in", tmp_path / "out" / "deduplicated", tmp_path / "out" / "shredded"
+    write(root / "a.tsv", events(range(0, 2)))
+    for folder in (deduplicated / f"run={RUN_A}", shredded / f"run={RUN_A}"):
+        folder.mkdir(parents=True)
+    (deduplicated / f"run={RUN_A}" / "_SUCCESS").touch()  # its dedup completed, its shred did not
+    argv = ["dedup", "--input", str(root), "--output", str(deduplicated), "--shredded", str(shredded),
+            "--run-id", RUN_B]  # fmt: skip
+    assert main(argv) == 1
+    assert error_line(capsys) == (
+        f"error: run {RUN_A}: its dedup completed and its shred did not (no {shredded}/run={RUN_A}/_SUCCESS), so "
+        f"its events are not in the warehouse yet; nothing was written. Complete it first: python -m jobs shred "
+        f"--input {deduplicated}/run={RUN_A}/good --output {shredded} --run-id {RUN_A}, with its --config as it was."
+    )
+    assert sorted(path.name for path in deduplicated.iterdir()) == [f"run={RUN_A}"]  # nothing written
+
+
+def test_the_shred_check_reads_s3_folders_as_the_deployed_jobs_see_them() -> None:
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket="out", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        for key in (f"deduplicated/run={RUN_A}/_SUCCESS", f"deduplicated/run={RUN_A}/good/part-0.gz",
+                    f"shredded/run={RUN_A}/output=good/part-0.gz", f"shredded/_leases/run={RUN_A}.json"):  # fmt: skip
+            s3.put_object(Bucket="out", Key=key, Body=b"")
+        with pytest.raises(UnfinishedShredError) as stopped:
+            require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded/", RUN_B)
+        assert str(stopped.value).endswith(
+            f"--output s3://out/shredded --run-id {RUN_A}, with its --config as it was. Its lease "
+            f"s3://out/shredded/_leases/run={RUN_A}.json is still there: once that run is gone, remove it first."
+        )
+        require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded", RUN_A)  # none before A
+        s3.put_object(Bucket="out", Key=f"shredded/run={RUN_A}/_SUCCESS", Body=b"")
+        require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded", RUN_B)  # completed: passes
