@@ -69,7 +69,7 @@ def keyed_input(rows: int) -> Path:
     if not (folder / "_COMPLETE").exists():
         log(f"generating {rows:,} keyed records into {folder}")
         subprocess.run(
-            python_module("jobs.keyed.generate", "--output", str(folder), "--rows", str(rows), "--files", "4"),
+            python_module("jobs.tools.keyed_records", "--output", str(folder), "--rows", str(rows), "--files", "4"),
             check=True,
             cwd=ROOT,
         )
@@ -105,7 +105,7 @@ class SparkBench:
     def __init__(self) -> None:
         from bench import spark_cases
         from jobs.config import JobConfig, config_from_dict
-        from jobs.session import spark_session
+        from jobs.runtime.session import spark_session
 
         self.cases = spark_cases
         self.config = spark_cases.in_batch_config(config_from_dict(JobConfig, SPARK_CONFIG))
@@ -168,7 +168,7 @@ class SparkBench:
     def distinct_pairs(self, source: Path) -> int:
         """Distinct (event_key, fingerprint) of the valid events: what the manifest should be written once for."""
         from jobs.enriched.parse import parse_events
-        from jobs.lake import read_lines
+        from jobs.fs.input import read_lines
 
         parsed = parse_events(read_lines(self.spark, str(source)), self.config.dedup.fingerprint_fields)
         return int(parsed.where("size(errors) = 0").select("event_key", "fingerprint").distinct().count())

@@ -362,7 +362,7 @@ class Session:
     def __init__(self) -> None:
         from bench import spark_cases
         from jobs.config import JobConfig, config_from_dict
-        from jobs.session import spark_session
+        from jobs.runtime.session import spark_session
 
         self.cases = spark_cases
         self.config = spark_cases.in_batch_config(config_from_dict(JobConfig, SPARK_CONFIG))
@@ -947,7 +947,7 @@ def main(argv: list[str] | None = None) -> int:
         # which the job takes from its one full parse of the input (jobs/dedup/inbatch.delivered_pairs).
         from jobs.dedup.inbatch import delivered_pairs
         from jobs.enriched.parse import narrow_events
-        from jobs.lake import read_lines
+        from jobs.fs.input import read_lines
         from jobs.manifest.lake import keyed_pairs
 
         fields = session.config.dedup.fingerprint_fields

@@ -9,7 +9,7 @@ import argparse
 
 from bench.spark_cases import passthrough
 from jobs.config import load_config
-from jobs.session import spark_session
+from jobs.runtime.session import spark_session
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,9 +20,9 @@ from jobs.dedup import inbatch
 from jobs.dedup import job as dedup_job
 from jobs.enriched.fields import FIELD_COUNT
 from jobs.enriched.parse import field, narrow_events, parse_events
+from jobs.fs.input import read_lines
+from jobs.fs.runs import run_timestamp
 from jobs.keyed import job as keyed_job
-from jobs.lake import read_lines
-from jobs.runs import run_timestamp
 from jobs.shred import job as shred_job
 from jobs.shred.entities import JSON_FIELDS, parse_json_fields
 from jobs.tables import job as table_job

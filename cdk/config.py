@@ -18,8 +18,14 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from jobs.config import JobConfig, config_from_dict
+from jobs.contract import (
+    DYNAMODB_MAX_PROVISIONED_UNITS,
+    DYNAMODB_ON_DEMAND_READ_UNITS,
+    DYNAMODB_ON_DEMAND_WRITE_UNITS,
+    DYNAMODB_QUERIES_PER_READ_UNIT,
+    parse_queue,
+)
 from jobs.errors import InvalidConfigError
-from jobs.shred.message import parse_queue
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 ENVIRONMENTS: tuple[str, ...] = ("dev", "prod")
@@ -106,7 +112,12 @@ class ManifestConfig:
         capacities = {"manifest.read_capacity": self.read_capacity, "manifest.write_capacity": self.write_capacity}
         for key, units in capacities.items():
             if self.billing_mode == "provisioned":
-                _check(units is not None and 1 <= units <= 40000, key, units, "1 to 40000 when provisioned")
+                _check(
+                    units is not None and 1 <= units <= DYNAMODB_MAX_PROVISIONED_UNITS,
+                    key,
+                    units,
+                    f"1 to {DYNAMODB_MAX_PROVISIONED_UNITS} when provisioned",
+                )
             else:
                 _check(units is None, key, units, "null (or leave it out) when billing_mode is on-demand")
 
@@ -215,9 +226,9 @@ class LoaderConfig:
 RETRY_INTERVAL_SECONDS = 120
 
 # Manifest sizing (see EnvConfig.check_manifest_capacity).
-ON_DEMAND_WRITES_PER_SECOND, ON_DEMAND_QUERIES_PER_SECOND = 4_000, 24_000
-"""What a new on-demand table serves (4,000 write and 12,000 read request units a second, AWS "On-demand
-capacity mode"); a query of one id's items costs half a read unit (eventually consistent, under 4 KB)."""
+ON_DEMAND_WRITES_PER_SECOND = DYNAMODB_ON_DEMAND_WRITE_UNITS
+ON_DEMAND_QUERIES_PER_SECOND = DYNAMODB_ON_DEMAND_READ_UNITS * DYNAMODB_QUERIES_PER_READ_UNIT
+"""What a new on-demand table serves (`jobs.contract`)."""
 MANIFEST_SHARE_OF_JOB = 0.5
 """The manifest pass must fit in this share of `emr.job_timeout_minutes` (the rest reads, decides and writes)."""
 REQUESTS_PER_SECOND_IN_FLIGHT = 100
@@ -357,7 +368,11 @@ class EnvConfig(EnvSettings):
         """(puts, queries) a second the planned table serves, and what that comes from."""
         if self.manifest.billing_mode == "provisioned":
             assert self.manifest.read_capacity is not None and self.manifest.write_capacity is not None
-            return self.manifest.write_capacity, 2.0 * self.manifest.read_capacity, "provisioned"
+            return (
+                self.manifest.write_capacity,
+                float(DYNAMODB_QUERIES_PER_READ_UNIT * self.manifest.read_capacity),
+                "provisioned",
+            )
         return ON_DEMAND_WRITES_PER_SECOND, ON_DEMAND_QUERIES_PER_SECOND, "on-demand (a new table's throughput)"
 
     def tasks_at_once(self) -> int:

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from jobs.cli import main
+from jobs.runtime.cli import main
 
 raise SystemExit(main())

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+from jobs.contract import parse_queue
 from jobs.enriched.fields import DEFAULT_FINGERPRINT_FIELDS, FIELD_INDEX
 from jobs.errors import InvalidConfigError
 
@@ -133,8 +134,6 @@ class OutputConfig:
 
     def __post_init__(self) -> None:
         if self.queue is not None:
-            from jobs.shred.message import parse_queue
-
             parse_queue(self.queue)  # raises InvalidConfigError naming what is allowed
 
 

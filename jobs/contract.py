@@ -6,6 +6,14 @@ lifecycle rules), so the infrastructure and the code that reads and writes canno
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from jobs.errors import InvalidConfigError
+
 # The DynamoDB events manifest (Snowplow-compatible): one item per (event id, fingerprint).
 DYNAMODB_PARTITION_KEY = "eventId"
 DYNAMODB_SORT_KEY = "fingerprint"
@@ -13,6 +21,14 @@ DYNAMODB_ETL_TIME = "etlTime"
 """Epoch seconds of the run that first delivered the pair (N)."""
 DYNAMODB_TTL = "ttl"
 """Epoch seconds after which the item no longer counts (N); the table's TTL attribute."""
+# A new on-demand table serves up to 4,000 write and 12,000 read request units per second (AWS: "On-demand
+# capacity mode", initial throughput), more only after it has seen higher peaks.
+DYNAMODB_ON_DEMAND_WRITE_UNITS, DYNAMODB_ON_DEMAND_READ_UNITS = 4_000, 12_000
+# A manifest item is well under 1 KB: a put costs 1 write unit; an eventually consistent query of one id's
+# items (under 4 KB) costs half a read unit.
+DYNAMODB_QUERIES_PER_READ_UNIT = 2
+DYNAMODB_MAX_PROVISIONED_UNITS = 40_000
+"""The most read or write capacity units one provisioned table has by default (AWS: "Service quotas")."""
 
 # The lake manifest (`lake:PATH`): Parquet under PATH, visible only through its commits.
 LAKE_DESCRIPTOR = "_manifest.json"
@@ -31,3 +47,63 @@ LAKE_COLUMNS = (("id_hi", "BIGINT"), ("id_lo", "BIGINT"), ("fingerprint", "BIGIN
 GOOD, DUPLICATES, QUARANTINE, BAD = "good", "duplicates", "quarantine", "bad"
 SUMMARY = "summary.json"
 SUCCESS_MARKER = "_SUCCESS"
+
+# Where shred (rdb layout) sends its shredding_complete message: the config's `shred.queue`, also checked by cdk/.
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo|[A-Za-z0-9_-]{1,80}")
+_SNS_ARN = re.compile(r"arn:aws[a-z-]*:sns:([a-z0-9-]+):\d{12}:(?:[A-Za-z0-9_-]{1,251}\.fifo|[A-Za-z0-9_-]{1,256})")
+ALLOWED_QUEUES = (
+    "sqs://QUEUE_NAME (an SQS queue name, standard or .fifo) or "
+    "sns://arn:aws:sns:REGION:ACCOUNT:TOPIC (an SNS topic ARN, standard or .fifo)"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueTarget:
+    """Where the message goes: an SQS queue (by name) or an SNS topic (by ARN)."""
+
+    service: Literal["sqs", "sns"]
+    name: str
+    """The queue name or the topic ARN."""
+    region: str | None = None
+    """The topic's region (from its ARN); None for a queue: the usual AWS settings decide."""
+
+    @property
+    def fifo(self) -> bool:
+        return self.name.endswith(".fifo")
+
+    @property
+    def uri(self) -> str:
+        return f"{self.service}://{self.name}"
+
+
+def parse_queue(uri: str) -> QueueTarget:
+    """`sqs://QUEUE_NAME` or `sns://TOPIC_ARN` as a `QueueTarget`.
+
+    Raises:
+        InvalidConfigError: anything else; says what was given and what is allowed.
+    """
+    scheme, _, rest = uri.partition("://")
+    if scheme == "sqs" and _QUEUE_NAME.fullmatch(rest):
+        return QueueTarget(service="sqs", name=rest)
+    if scheme == "sns" and (arn := _SNS_ARN.fullmatch(rest)):
+        return QueueTarget(service="sns", name=rest, region=arn[1])
+    raise InvalidConfigError(f"loader queue: given {json.dumps(uri)}; allowed: {ALLOWED_QUEUES}")
+
+
+# Spark's warnings expected in our plans: silenced by jobs/runtime/log4j2.properties locally, and by the EMR
+# application's log4j2 classifications (cdk/).
+LOG4J2_CONFIG = Path(__file__).parent / "runtime" / "log4j2.properties"
+EXPECTED_WARNINGS = "# Expected in our plans"
+_DEFAULT_LEVEL = re.compile(r"\$\{sys:winnow\.expected\.level:-(\w+)\}")
+
+
+def expected_warning_loggers() -> dict[str, str]:
+    """The log4j2 settings that silence the warnings expected in our plans (log4j2.properties from its
+    "Expected in our plans" comment on), levels at their default: what EMR's log4j2 classifications get."""
+    text = LOG4J2_CONFIG.read_text()
+    settings = {}
+    for line in text[text.index(EXPECTED_WARNINGS) :].splitlines():
+        if line.strip() and not line.startswith("#"):
+            key, value = (part.strip() for part in line.split("=", 1))
+            settings[key] = _DEFAULT_LEVEL.sub(r"\1", value)
+    return settings

@@ -58,7 +58,7 @@ def job_arguments(argv: Sequence[str], config_uri: str, run_id: str, allowed: Se
     Raises:
         JobRunError: not keyed or table, not a valid command line, or an s3:// path the job role cannot reach.
     """
-    from jobs.cli import build_parser
+    from jobs.runtime.cli import build_parser
 
     if not argv or argv[0] not in GENERIC_JOBS:
         raise JobRunError(
@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cdk.config import load_config
     from cdk.naming import resource_names
     from cdk.pipeline import stack_name
-    from jobs.runs import new_run_id
+    from jobs.fs.runs import new_run_id
 
     config = load_config(args.env)
     try:

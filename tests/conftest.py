@@ -27,7 +27,7 @@ os.environ.pop("AWS_PROFILE", None)
 def spark() -> Iterator[SparkSession]:
     """The one Spark session of the test run, built the way the jobs build theirs locally."""
     from jobs.config import SparkConfig
-    from jobs.session import spark_session
+    from jobs.runtime.session import spark_session
 
     session = spark_session(
         SparkConfig(master="local[2]", conf={"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g"}),

@@ -6,7 +6,7 @@ Loads the same rows as `table insert` into a `ReplacingMergeTree(version)` table
 are inserted in sorted path order, as Winnow orders them. Prints one JSON object: rows loaded, rows and parts
 stored after the load, the FINAL row count, load_seconds (CREATE + INSERTs), final_seconds, seconds (wall).
 
-    .venv/bin/python -m jobs.keyed.generate --output /tmp/peers/k100k --rows 100000      # Spark, csv
+    .venv/bin/python -m jobs.tools.keyed_records --output /tmp/peers/k100k --rows 100000      # Spark, csv
     .venv/bin/python -m bench.peers.chdb_final --input /tmp/peers/k100k --key id --version ver \\
         --output /tmp/peers/ch_final [--output-format parquet|csv|jsonl] [--threads N] [--parallel-load]
 

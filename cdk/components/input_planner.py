@@ -1,4 +1,4 @@
-"""The Lambda function that plans each scheduled run's input (`jobs/planner_lambda.py`) before EMR starts."""
+"""The Lambda function that plans each scheduled run's input (`jobs/incremental/planner_lambda.py`) before EMR starts."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from constructs import Construct
 
 from cdk.nag import acknowledge, resource_finding
 
-HANDLER = "jobs.planner_lambda.handler"
+HANDLER = "jobs.incremental.planner_lambda.handler"
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 
 
@@ -81,7 +81,7 @@ class InputPlanner(Construct):
             self,
             "Function",
             function_name=function_name,
-            description="Plans a Winnow run: the input files no earlier run read (jobs.incremental)",
+            description="Plans a Winnow run: the input files no earlier run read (jobs.incremental.ledger)",
             runtime=RUNTIME,
             handler=HANDLER,
             code=lambda_.Code.from_asset(str(props.package_zip)),

@@ -15,7 +15,7 @@ from constructs import Construct
 
 from cdk.nag import acknowledge, resource_finding
 
-# GetItem and DeleteItem: the writer-lease item only (jobs/manifest/lease.py); events are put and queried.
+# GetItem and DeleteItem: the writer-lease item only (jobs/manifest/writer_lease.py); events are put and queried.
 MANIFEST_ACTIONS = (
     "dynamodb:PutItem", "dynamodb:Query", "dynamodb:GetItem", "dynamodb:DeleteItem",
     "dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive",

@@ -27,7 +27,7 @@ from cdk.config import RETRY_INTERVAL_SECONDS, EnvConfig
 from cdk.naming import ResourceNames, resource_names
 from cdk.stacks.processing_stack import DEDUP_PREFIX, SHRED_PREFIX, ProcessingStack
 from cdk.stacks.storage_stack import StorageStack
-from jobs.shred.message import parse_queue
+from jobs.contract import parse_queue
 
 
 class OrchestrationStack(Stack):

@@ -17,7 +17,7 @@ from cdk.components.spark_application import SparkApplication, SparkApplicationP
 from cdk.config import EnvConfig
 from cdk.naming import resource_names
 from cdk.stacks.storage_stack import StorageStack
-from jobs.log4j2 import expected_warning_loggers
+from jobs.contract import expected_warning_loggers
 
 DEDUP_PREFIX = "deduplicated/"
 SHRED_PREFIX = "shredded/"
@@ -74,7 +74,7 @@ class ProcessingStack(Stack):
                 idle_timeout_minutes=emr.idle_timeout_minutes,
                 log_bucket=job_logs_bucket,
                 log_prefix=JOB_LOG_PREFIX,
-                # Spark's warnings expected in our plans, silenced on EMR as locally (jobs/log4j2.properties).
+                # Spark's warnings expected in our plans, silenced on EMR as locally (jobs/runtime/log4j2.properties).
                 log4j2=expected_warning_loggers(),
             ),
         )

@@ -1,1 +1,1 @@
-"""Thin command-line entrypoints, one module per job (see `jobs.cli`)."""
+"""Thin command-line entrypoints, one module per job (see `jobs.runtime.cli`)."""

@@ -6,13 +6,13 @@ import argparse
 import dataclasses
 from typing import Any
 
-from jobs import preflight
-from jobs.cli import add_run_options, run_spark_job
 from jobs.config import SYNTHETIC_STRATEGIES, JobConfig
 from jobs.errors import InvalidArgumentError
-from jobs.incremental import Window, window_from
-from jobs.lake import absolute
-from jobs.runs import require_earlier_shred_complete
+from jobs.fs.paths import absolute
+from jobs.fs.runs import require_earlier_shred_complete
+from jobs.incremental.ledger import Window, window_from
+from jobs.runtime import preflight
+from jobs.runtime.cli import add_run_options, run_spark_job
 
 SYNTHETIC_HELP = (
     "what to do with synthetic duplicates (same event_id, different fingerprint): "
@@ -119,7 +119,7 @@ def with_dedup_options(args: argparse.Namespace, config: JobConfig) -> JobConfig
 
 def handle(args: argparse.Namespace) -> int:
     from jobs.dedup import job
-    from jobs.summary import render
+    from jobs.runtime.summary import render
 
     return run_spark_job(
         args,

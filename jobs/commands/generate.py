@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from jobs.generate import GenerateOptions, generate, prepare_output
+    from jobs.tools.generate import GenerateOptions, generate, prepare_output
 
     options = GenerateOptions(
         events=args.events, seed=args.seed, batches=args.batches, files=args.files, gzip=args.gzip,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from jobs.cli import add_run_options, run_spark_job
+from jobs.runtime.cli import add_run_options, run_spark_job
 
 
 def register(subparsers: Any) -> None:

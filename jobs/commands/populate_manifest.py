@@ -6,9 +6,9 @@ import argparse
 import dataclasses
 from typing import Any
 
-from jobs import preflight
-from jobs.cli import add_run_options, run_spark_job
 from jobs.config import JobConfig
+from jobs.runtime import preflight
+from jobs.runtime.cli import add_run_options, run_spark_job
 
 
 def register(subparsers: Any) -> None:

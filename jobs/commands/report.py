@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from jobs.cli import run_spark_job
+from jobs.runtime.cli import run_spark_job
 
 
 def register(subparsers: Any) -> None:
@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from jobs import report
+    from jobs.tools import report
 
     return run_spark_job(
         args,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from jobs.cli import add_run_options, run_spark_job
 from jobs.commands.dedup import (
     add_dedup_options,
     add_incremental_options,
@@ -15,8 +14,9 @@ from jobs.commands.dedup import (
 )
 from jobs.commands.shred import add_format_option, with_iglu_config
 from jobs.config import JobConfig
-from jobs.lake import absolute
-from jobs.runs import require_earlier_shred_complete
+from jobs.fs.paths import absolute
+from jobs.fs.runs import require_earlier_shred_complete
+from jobs.runtime.cli import add_run_options, run_spark_job
 
 DEDUPLICATED, SHREDDED = "deduplicated", "shredded"
 
@@ -99,9 +99,9 @@ def run_preflight(args: argparse.Namespace, config: JobConfig) -> None:
 
 def render(summary: dict[str, Any]) -> str:
     """One table for the pipeline: the dedup figures, the shred figures, both wall times and the total."""
+    from jobs.runtime.summary import render as render_dedup
+    from jobs.runtime.summary import table_lines
     from jobs.shred.job import shred_rows
-    from jobs.summary import render as render_dedup
-    from jobs.summary import table_lines
 
     dedup, shred = summary["dedup"], summary["shred"]
     # The dedup table's body (without its title and output lines), indented under a heading.

@@ -6,9 +6,9 @@ import argparse
 import dataclasses
 from typing import Any
 
-from jobs import preflight
-from jobs.cli import add_run_options, run_spark_job
 from jobs.config import JobConfig
+from jobs.runtime import preflight
+from jobs.runtime.cli import add_run_options, run_spark_job
 
 FORMAT_HELP = (
     "shred (the default) = the atomic events (128-column TSV) and one JSON line per entity (with its hierarchy) in a "

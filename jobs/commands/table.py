@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jobs.cli import run_spark_job
+from jobs.runtime.cli import run_spark_job
 
 ENGINE_HELP = (
     "replacing: per key the highest --version wins (ties and no version: the last inserted row); "

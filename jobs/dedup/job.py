@@ -29,23 +29,15 @@ from jobs.dedup.inbatch import (
     with_row_ids,
 )  # fmt: skip
 from jobs.enriched.parse import narrow_events
-from jobs.incremental import Plan, Window, plan_run, record_read
-from jobs.lake import (
-    FileSystem,
-    Input,
-    RunFolder,
-    UnreadableFile,
-    absolute,
-    check_apart,
-    open_input,
-    qualified,
-    read_whole,
-    require_input,
-)
+from jobs.fs.hadoop import FileSystem
+from jobs.fs.input import Input, UnreadableFile, open_input, read_whole, require_input
+from jobs.fs.paths import absolute, check_apart, qualified
+from jobs.fs.run_folder import RunFolder
+from jobs.fs.runs import run_timestamp
+from jobs.incremental.ledger import Plan, Window, plan_run, record_read
 from jobs.manifest import Manifest, ManifestCheck, ManifestRun, ManifestStats, open_manifest
-from jobs.manifest.lease import writer_lease
-from jobs.manifest.runs import RegisteredRun, run_register
-from jobs.runs import run_timestamp
+from jobs.manifest.unfinished import RegisteredRun, run_register
+from jobs.manifest.writer_lease import writer_lease
 
 # Where each outcome is written in the run folder; dropped copies go to duplicates/ with their reason.
 OUTPUT_FOLDERS = {GOOD: contract.GOOD, DUPLICATE: contract.DUPLICATES, DROPPED: contract.DUPLICATES,
@@ -125,10 +117,10 @@ def run(
 ) -> dict[str, Any]:
     """Run the dedup job and return its summary (also written as `summary.json`).
 
-    With `incremental`, the run reads only the input files its ledger entry lists (`jobs.incremental`: its own
+    With `incremental`, the run reads only the input files its ledger entry lists (`jobs.incremental.ledger`: its own
     entry on a retry, else the new files in the window, recorded first). With a manifest, the run enters the
     manifest's register of unfinished runs before its first manifest write and leaves it after `_SUCCESS`
-    (`jobs.manifest.runs`); `redo` is the command a later run prints if this one does not complete (default: this
+    (`jobs.manifest.unfinished`); `redo` is the command a later run prints if this one does not complete (default: this
     dedup command).
 
     Raises:

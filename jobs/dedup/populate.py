@@ -16,12 +16,13 @@ from jobs.config import JobConfig
 from jobs.dedup.job import Progress, manifest_for, tasks_at_once
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
-from jobs.lake import Input, absolute, count_lines, open_input, read_whole, require_input
+from jobs.fs.input import Input, count_lines, open_input, read_whole, require_input
+from jobs.fs.paths import absolute
+from jobs.fs.runs import run_timestamp
 from jobs.manifest import Manifest, ManifestRun
 from jobs.manifest.base import SEEN_EARLIER
-from jobs.manifest.lease import writer_lease
-from jobs.runs import run_timestamp
-from jobs.summary import table
+from jobs.manifest.writer_lease import writer_lease
+from jobs.runtime.summary import table
 
 NO_MANIFEST_URI = (
     "--manifest: none given and the config has no manifest.uri; allowed: sqlite:PATH, dynamodb://TABLE or lake:PATH"

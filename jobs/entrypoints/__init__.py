@@ -1,1 +1,1 @@
-"""spark-submit entry points for EMR Serverless: thin scripts around `jobs.cli.main`."""
+"""spark-submit entry points for EMR Serverless: thin scripts around `jobs.runtime.cli.main`."""

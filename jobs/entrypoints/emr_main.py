@@ -1,6 +1,6 @@
 """The EMR Serverless entry point: `emr_main.py JOB [options]`, the same arguments as `python -m jobs JOB …`.
 
-It runs `jobs.cli.main` (the `jobs` package comes with `--py-files`) and exits with its code, so a failed
+It runs `jobs.runtime.cli.main` (the `jobs` package comes with `--py-files`) and exits with its code, so a failed
 job fails the job run. The run's figures reach CloudWatch from the state machine, which reads the run's
 `summary.json` after the job (an application without a VPC reaches S3, not CloudWatch metrics).
 """
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 def run(argv: Sequence[str]) -> int:
     """Run one job; its exit code."""
-    from jobs.cli import main
+    from jobs.runtime.cli import main
 
     return main(argv)
 

@@ -59,8 +59,7 @@ from pyspark.sql.types import (
     VariantType,
 )
 
-from jobs.iglu.names import snake_case
-from jobs.shred.widerow import column_name
+from jobs.iglu.names import column_name, snake_case
 
 KINDS = ("contexts", "unstruct_event")
 

@@ -19,13 +19,15 @@ from pyspark.sql import functions as F
 
 from jobs import __version__
 from jobs.errors import InvalidArgumentError
+from jobs.fs.hadoop import FileSystem
+from jobs.fs.lease import FileLease
+from jobs.fs.paths import absolute, check_apart
+from jobs.fs.run_folder import RunFolder
 from jobs.keyed.decide import DUPLICATE, ERROR, EXPIRED, EXPIRY, OUTCOME, OUTCOMES, REASON, UNIQUE, decide, extract
 from jobs.keyed.period import QUANTUM, Kind, parse_period
 from jobs.keyed.records import Format, check_fields, check_format, check_ranked, read_records, unranked, write_records
 from jobs.keyed.state import DEFAULT_BUCKET_COUNT, BucketStore, StateSettings
-from jobs.lake import FileSystem, RunFolder, absolute, check_apart
-from jobs.lease import FileLease
-from jobs.summary import table
+from jobs.runtime.summary import table
 
 Progress = Callable[[str], None]
 

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs.errors import InputNotFoundError, InvalidArgumentError, WinnowError
-from jobs.lake import FileSystem
+from jobs.fs.hadoop import FileSystem
 
 
 class InvalidInputError(WinnowError):

@@ -1,9 +1,9 @@
-"""Hadoop FileSystem calls beyond `jobs.lake.FileSystem`: listing, reading, atomic and exclusive writes.
+"""Hadoop FileSystem calls beyond `jobs.fs.hadoop.FileSystem`: listing, reading, atomic and exclusive writes.
 
 Everything goes through the Spark JVM's Hadoop FileSystem, so local folders and `s3://` prefixes behave the
 same. Atomicity: a small file is written under a temporary name and renamed into place, so a reader sees
 either nothing or the whole file. On S3 the rename is a copy; a single-object PUT is still all-or-nothing,
-and an exclusive create is S3's conditional write (`jobs.lease.create_if_absent`).
+and an exclusive create is S3's conditional write (`jobs.fs.lease.create_if_absent`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 
 from jobs.errors import WinnowError
-from jobs.lake import FileSystem
+from jobs.fs.hadoop import FileSystem
 
 
 class ConcurrentCommitError(WinnowError):
@@ -37,8 +37,8 @@ class Storage(FileSystem):
     def write_atomic(self, path: str, text: str) -> None:
         """Replace `path` with `text` so that a reader never sees a partial file."""
         temporary = self._write_temporary(path, text)
-        fs, hpath = self._resolve(path)
-        _, htemp = self._resolve(temporary)
+        fs, hpath = self.resolve(path)
+        _, htemp = self.resolve(temporary)
         if fs.exists(hpath):
             fs.delete(hpath, False)
         if not fs.rename(htemp, hpath):
@@ -51,7 +51,7 @@ class Storage(FileSystem):
         Raises:
             ConcurrentCommitError: the file exists already.
         """
-        from jobs.lease import create_if_absent
+        from jobs.fs.lease import create_if_absent
 
         if not create_if_absent(self._spark, path, text.encode("utf-8")):
             raise ConcurrentCommitError(f"{path} exists already: another writer committed first")

@@ -29,7 +29,15 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionClosedError
 
-from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
+from jobs.contract import (
+    DYNAMODB_ETL_TIME,
+    DYNAMODB_ON_DEMAND_READ_UNITS,
+    DYNAMODB_ON_DEMAND_WRITE_UNITS,
+    DYNAMODB_PARTITION_KEY,
+    DYNAMODB_QUERIES_PER_READ_UNIT,
+    DYNAMODB_SORT_KEY,
+    DYNAMODB_TTL,
+)
 from jobs.manifest.base import IdResult, ManifestClient, ManifestError
 from jobs.manifest.requests import RequestManifest
 
@@ -44,12 +52,6 @@ THROTTLING_CODES = {"ProvisionedThroughputExceededException", "ThrottlingExcepti
 SERVER_ERROR_CODES = {"InternalServerError", "ServiceUnavailable"}
 SERVER_ERROR_STATUSES = {500, 503}
 EXPECTED_KEYS = [(ID, "HASH", "S"), (FINGERPRINT, "RANGE", "S")]
-# A new on-demand table serves up to 4,000 write and 12,000 read request units per second (AWS: "On-demand
-# capacity mode", initial throughput), more only after it has seen higher peaks.
-ON_DEMAND_WRITE_UNITS, ON_DEMAND_READ_UNITS = 4_000, 12_000
-# A manifest item is well under 1 KB: a put costs 1 write unit; an eventually consistent query of one id's
-# items (under 4 KB) costs half a read unit.
-QUERIES_PER_READ_UNIT = 2
 LONGEST_WAIT_SECONDS = 20.0
 
 
@@ -100,14 +102,14 @@ def table_capacity(table: dict[str, Any]) -> Capacity:
     if mode == "PROVISIONED" and provisioned.get("WriteCapacityUnits"):
         return Capacity(
             float(provisioned["WriteCapacityUnits"]),
-            float(provisioned["ReadCapacityUnits"] * QUERIES_PER_READ_UNIT),
+            float(provisioned["ReadCapacityUnits"] * DYNAMODB_QUERIES_PER_READ_UNIT),
             "provisioned capacity",
         )
     maximum = table.get("OnDemandThroughput", {})
     warm = table.get("WarmThroughput", {})
-    writes = maximum.get("MaxWriteRequestUnits") or warm.get("WriteUnitsPerSecond") or ON_DEMAND_WRITE_UNITS
-    reads = maximum.get("MaxReadRequestUnits") or warm.get("ReadUnitsPerSecond") or ON_DEMAND_READ_UNITS
-    return Capacity(float(writes), float(reads * QUERIES_PER_READ_UNIT), "on-demand throughput")
+    writes = maximum.get("MaxWriteRequestUnits") or warm.get("WriteUnitsPerSecond") or DYNAMODB_ON_DEMAND_WRITE_UNITS
+    reads = maximum.get("MaxReadRequestUnits") or warm.get("ReadUnitsPerSecond") or DYNAMODB_ON_DEMAND_READ_UNITS
+    return Capacity(float(writes), float(reads * DYNAMODB_QUERIES_PER_READ_UNIT), "on-demand throughput")
 
 
 class Pace:

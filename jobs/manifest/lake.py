@@ -39,7 +39,6 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import store
 from jobs.contract import (
     DYNAMODB_ETL_TIME,
     DYNAMODB_PARTITION_KEY,
@@ -52,6 +51,7 @@ from jobs.contract import (
 )  # fmt: skip
 from jobs.enriched.parse import UUID_PATTERN
 from jobs.errors import InvalidArgumentError
+from jobs.fs import store
 from jobs.manifest.base import (
     ID_SEEN_EARLIER,
     SECONDS_PER_DAY,

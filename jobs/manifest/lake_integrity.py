@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from jobs import store
+from jobs.fs import store
 from jobs.manifest.base import ManifestError
 
 DATA_SUFFIX = ".parquet"

@@ -33,10 +33,14 @@ from jobs.contract import SUCCESS_MARKER, SUMMARY
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
 from jobs.enriched.parse import bad_row_json, parse_events
 from jobs.errors import InvalidArgumentError
+from jobs.fs.hadoop import FileSystem
+from jobs.fs.input import count_lines, open_input, read_whole, require_input
+from jobs.fs.paths import absolute, check_apart
+from jobs.fs.run_folder import RunFolder
+from jobs.fs.runs import run_timestamp
 from jobs.iglu.resolver import Resolver
 from jobs.iglu.tsv import tsv_line
-from jobs.lake import FileSystem, RunFolder, absolute, check_apart, count_lines, open_input, read_whole, require_input
-from jobs.runs import run_timestamp
+from jobs.runtime.summary import table
 from jobs.shred import message, rdb
 from jobs.shred.entities import (
     JSON_FIELDS,
@@ -59,7 +63,6 @@ from jobs.shred.plan import (
     skip_criteria,
 )
 from jobs.shred.widerow import WIDEROW_FOLDER, event_json
-from jobs.summary import table
 
 TYPE_COLUMNS = ("vendor", "name", "format", "version")
 ATOMIC_EVENTS, SHREDDED_TYPES = "atomic-events", "shredded-types"

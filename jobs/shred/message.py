@@ -22,7 +22,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from jobs.errors import InvalidConfigError, LoaderMessageError
+from jobs.contract import parse_queue
+from jobs.errors import LoaderMessageError
 
 # The vendor is `...storage.rdbloader` (what the loader matches), although iglu-central files the schema under
 # `com.snowplowanalytics.snowplow.storage`.
@@ -41,14 +42,8 @@ WideRowFormat = Literal["JSON", "PARQUET"]
 _ENTITY_ORDER = {"CONTEXT": 0, "SELF_DESCRIBING_EVENT": 1}
 _SCHEMA_KEY = re.compile(r"iglu:([^/]+)/([^/]+)/([^/]+)/(\d+)-(\d+)-(\d+)")
 _COLLECTOR_TSTAMP = re.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?")
-_SQS_NAME = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo|[A-Za-z0-9_-]{1,80}")
-_SNS_ARN = re.compile(r"arn:aws[a-z-]*:sns:([a-z0-9-]+):\d{12}:(?:[A-Za-z0-9_-]{1,251}\.fifo|[A-Za-z0-9_-]{1,256})")
 # RFC 3986 sub-delims, ":" and "@": allowed in a URI path as they are (`Path.as_uri` would escape "=").
 _URI_PATH_DELIMS = "!$&'()*+,;=:@"
-_ALLOWED_QUEUES = (
-    "sqs://QUEUE_NAME (an SQS queue name, standard or .fifo) or "
-    "sns://arn:aws:sns:REGION:ACCOUNT:TOPIC (an SNS topic ARN, standard or .fifo)"
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,39 +188,6 @@ def base_uri(path: str) -> str:
     else:
         uri = path
     return uri if uri.endswith("/") else uri + "/"
-
-
-@dataclass(frozen=True, kw_only=True)
-class QueueTarget:
-    """Where the message goes: an SQS queue (by name) or an SNS topic (by ARN)."""
-
-    service: Literal["sqs", "sns"]
-    name: str
-    """The queue name or the topic ARN."""
-    region: str | None = None
-    """The topic's region (from its ARN); None for a queue: the usual AWS settings decide."""
-
-    @property
-    def fifo(self) -> bool:
-        return self.name.endswith(".fifo")
-
-    @property
-    def uri(self) -> str:
-        return f"{self.service}://{self.name}"
-
-
-def parse_queue(uri: str) -> QueueTarget:
-    """`sqs://QUEUE_NAME` or `sns://TOPIC_ARN` as a `QueueTarget`.
-
-    Raises:
-        InvalidConfigError: anything else; says what was given and what is allowed.
-    """
-    scheme, _, rest = uri.partition("://")
-    if scheme == "sqs" and _SQS_NAME.fullmatch(rest):
-        return QueueTarget(service="sqs", name=rest)
-    if scheme == "sns" and (arn := _SNS_ARN.fullmatch(rest)):
-        return QueueTarget(service="sns", name=rest, region=arn[1])
-    raise InvalidConfigError(f"loader queue: given {json.dumps(uri)}; allowed: {_ALLOWED_QUEUES}")
 
 
 def send(queue_uri: str, body: str) -> str:

@@ -14,7 +14,6 @@ the Parquet columns from the schemas (`jobs.shred.typed`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -23,11 +22,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.enriched.fields import BOOLEAN_FIELDS, DOUBLE_FIELDS, FIELD_INDEX, FIELD_NAMES, INSTANT_FIELDS, INT_FIELDS
-from jobs.lake import RunFolder
+from jobs.fs.run_folder import RunFolder
+from jobs.iglu.names import column_name
 from jobs.shred.entities import ATOMIC_FIELDS
 
 WIDEROW_FOLDER = "widerow"
-_CAMEL = re.compile(r"([^A-Z_])([A-Z])")
 
 # The atomic fields' Spark types, as upstream's wide-row Parquet has them (rdb-loader AtomicFieldsProvider,
 # test resource widerow/parquet/parquet-output-schema): the Scala Analytics SDK's type (Instant -> timestamp,
@@ -51,24 +50,6 @@ ATOMIC_TYPES: dict[str, str] = {name: _TYPE_OF.get(name, "string") for name in A
 # The timestamps the SDK reads (`Instant.parse` of the text with the space made a `T`, plus `Z`): seconds
 # required, up to 9 fraction digits. Ranges and the calendar are left to the cast.
 _INSTANT_TEXT = r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d{1,9})?$"
-
-
-def column_name(kind: str, vendor: str, name: str, model: str) -> str:
-    """The wide-row column of an entity family.
-
-    Args:
-        kind: `contexts` (custom and derived contexts) or `unstruct_event`.
-        vendor: the schema's vendor, e.g. `org.w3`.
-        name: the schema's name, e.g. `PerformanceTiming`.
-        model: the schema's model (the M of M-R-A), e.g. `1`.
-
-    Returns:
-        E.g. `contexts_org_w3_performance_timing_1`: vendor `.`/`-` to `_`; name `.`/`-` to `_`, then
-        `_` before each capital that follows a non-capital, non-underscore; both lower-cased.
-    """
-    vendor_part = re.sub(r"[.-]", "_", vendor).lower()
-    name_part = _CAMEL.sub(r"\1_\2", re.sub(r"[.-]", "_", name)).lower()
-    return f"{kind}_{vendor_part}_{name_part}_{model}"
 
 
 @dataclass(frozen=True)

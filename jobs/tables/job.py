@@ -20,6 +20,7 @@ from pyspark.sql.types import DecimalType, StructType
 
 from jobs.contract import SUCCESS_MARKER
 from jobs.errors import InvalidArgumentError, WinnowError
+from jobs.fs.paths import absolute, check_apart
 from jobs.keyed.records import (
     POS_BLOCK,
     POS_FILE,
@@ -33,7 +34,6 @@ from jobs.keyed.records import (
     user_columns,
 )
 from jobs.keyed.storage import Storage
-from jobs.lake import absolute, check_apart
 from jobs.tables.engines import DELETED, HIDDEN, POS, SIGN, VER, final_rows, merged_rows
 from jobs.tables.log import LOG_FORMAT, TableExistsError, TableLog, TableSettings, validate_settings
 

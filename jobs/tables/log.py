@@ -26,7 +26,6 @@ from pyspark.sql import SparkSession
 
 from jobs.errors import InputNotFoundError, InvalidArgumentError
 from jobs.keyed.storage import ConcurrentCommitError, Storage
-from jobs.lease import wait_at_test_barrier
 
 Engine = Literal["replacing", "collapsing", "versioned-collapsing"]
 ENGINES: tuple[str, ...] = get_args(Engine)
@@ -141,7 +140,6 @@ class TableLog:
         """
         number = document["commit"]
         document = {**document, "commit_id": uuid.uuid4().hex}  # unique, so a retried write can know its own
-        wait_at_test_barrier()
         try:
             self.fs.create_exclusive(self.commit_path(number), json.dumps(document, indent=2) + "\n")
         except ConcurrentCommitError:

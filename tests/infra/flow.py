@@ -247,7 +247,7 @@ def planner_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     `FunctionError` with `errorType` and `errorMessage`."""
     from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 
-    from jobs.planner_lambda import handler
+    from jobs.incremental.planner_lambda import handler
 
     def invoke(parameters: dict[str, Any], region: str, state_credentials: Any) -> dict[str, Any]:
         assert "InputPlanner" in parameters["FunctionName"], parameters["FunctionName"]

@@ -83,7 +83,7 @@ def test_a_run_id_runs_once_as_the_execution_named_after_it(dev: Synthesized) ->
 def test_the_input_planner_lists_input_and_writes_only_ledger_entries(dev: Synthesized) -> None:
     template = dev.template("Orchestration")
     function = only(template, "AWS::Lambda::Function")["Properties"]
-    assert (function["Runtime"], function["Handler"]) == ("python3.14", "jobs.planner_lambda.handler")
+    assert (function["Runtime"], function["Handler"]) == ("python3.14", "jobs.incremental.planner_lambda.handler")
     assert (function["FunctionName"], function["Timeout"], function["MemorySize"]) == (
         "winnow-dev-input-planner",
         300,

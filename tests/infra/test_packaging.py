@@ -97,17 +97,17 @@ def test_an_iglu_folder_the_deployed_jobs_cannot_use_stops_the_build(
 
 def test_package_zip_holds_the_jobs_package_only_and_imports(build_dir: Path, tmp_path: Path) -> None:
     names = zipfile.ZipFile(build_dir / PACKAGE_ZIP).namelist()
-    assert "jobs/__init__.py" in names and "jobs/cli.py" in names and "jobs/log4j2.properties" in names
+    assert "jobs/__init__.py" in names and "jobs/runtime/cli.py" in names and "jobs/runtime/log4j2.properties" in names
     assert all(name.startswith("jobs/") for name in names)
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc") or "/entrypoints/" in n]
     # The zip alone (as --py-files puts it on sys.path) gives the command line.
-    code = "import jobs.cli, sys; print(jobs.cli.__file__); jobs.cli.build_parser()"
+    code = "import jobs.runtime.cli, sys; print(jobs.runtime.cli.__file__); jobs.runtime.cli.build_parser()"
     env = {**os.environ, "PYTHONPATH": str(build_dir / PACKAGE_ZIP)}
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().startswith(str(build_dir / PACKAGE_ZIP))
     # The same zip is the input planner's Lambda code: its handler imports without Spark (the runtime has boto3).
-    code = "import sys; sys.modules['pyspark'] = None; import jobs.planner_lambda; print(jobs.planner_lambda.__file__)"
+    code = "import sys; sys.modules['pyspark'] = None; import jobs.incremental.planner_lambda; print(jobs.incremental.planner_lambda.__file__)"
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().startswith(str(build_dir / PACKAGE_ZIP))
@@ -120,7 +120,7 @@ def test_builds_are_reproducible(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "jobs", source / "jobs", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / IGLU_DIR, source / IGLU_DIR)
     first = package_jobs.build(tmp_path / "first", requirements=None, root=source)
-    (source / "jobs" / "cli.py").touch()  # a newer mtime alone changes nothing
+    (source / "jobs" / "runtime" / "cli.py").touch()  # a newer mtime alone changes nothing
     (source / WEB_PAGE).touch()
     assert package_jobs.build(tmp_path / "second", requirements=None, root=source) == first
 
@@ -172,5 +172,5 @@ def test_jobs_requirements_are_pinned_and_match_the_local_boto3() -> None:
 def test_entrypoint_exits_with_the_job_code(monkeypatch: pytest.MonkeyPatch) -> None:
     argv = ["dedup", "--input", "s3://in/", "--output", "s3://out/deduplicated", "--run-id", "2026-11-22-03-00-00"]
     for code in (0, 1, 2):
-        monkeypatch.setattr("jobs.cli.main", lambda given, code=code: code if list(given) == argv else 99)
+        monkeypatch.setattr("jobs.runtime.cli.main", lambda given, code=code: code if list(given) == argv else 99)
         assert emr_main.run(argv) == code

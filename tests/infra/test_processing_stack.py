@@ -40,7 +40,7 @@ def test_spark_application_release_capacity_autostart_autostop(dev: Synthesized)
         "MonitoringConfiguration": {
             "S3MonitoringConfiguration": {"LogUri": f"s3://winnow-dev-job-logs-{ACCOUNT}-eu-west-1/emr/"}
         },
-        # The warnings jobs/log4j2.properties silences locally as expected in our plans, silenced on EMR too.
+        # The warnings jobs/runtime/log4j2.properties silences locally as expected in our plans, silenced on EMR too.
         "RuntimeConfiguration": [
             {"Classification": classification, "Properties": {
                 "logger.planstring.name": "org.apache.spark.sql.catalyst.util.SparkStringUtils",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from jobs.cli import main
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
+from jobs.runtime.cli import main
 
 DEFAULTS = {
     "app_id": "shop",

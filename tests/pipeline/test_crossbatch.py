@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.cli import main
 from jobs.enriched.fields import FIELD_INDEX
+from jobs.runtime.cli import main
 from tests.pipeline.helpers import event, run_folder_content
 from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
 

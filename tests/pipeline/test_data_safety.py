@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.cli import main
-from jobs.lake import FileSystem, count_lines, open_input, read_whole
-from jobs.lease import BARRIER_VARIABLE, create_if_absent
+from jobs.fs.hadoop import FileSystem
+from jobs.fs.input import count_lines, open_input, read_whole
+from jobs.fs.lease import create_if_absent
 from jobs.manifest import sqlite as sqlite_manifest
+from jobs.runtime.cli import main
+from tests.pipeline.barrier import BARRIER_VARIABLE
 from tests.pipeline.helpers import ID_A, ID_B, ID_C, RUN_ID, event, read_lines, run_folder_content
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,9 +40,10 @@ def last_error_line(err: str) -> str:
     return lines[-1]
 
 
-def jobs_process(*argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def jobs_process_at_barrier(*argv: str, barrier: Path) -> subprocess.Popen[str]:
+    """The command line, stopping at the barrier once it holds its lease (or is about to commit)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "jobs", *argv], cwd=ROOT, env={**os.environ, **(env or {})},
+        [sys.executable, "-m", "tests.pipeline.barrier", *argv], cwd=ROOT, env={**os.environ, BARRIER_VARIABLE: str(barrier)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -62,7 +65,7 @@ def test_a_second_writer_of_a_run_folder_fails_fast_naming_the_first(tmp_path: P
     source, output, barrier = write_input(tmp_path / "in"), tmp_path / "out", tmp_path / "barrier"
     barrier.mkdir()
     argv = ("dedup", "--input", str(source), "--output", str(output), "--run-id", RUN_ID)
-    first = jobs_process(*argv, env={BARRIER_VARIABLE: str(barrier)})
+    first = jobs_process_at_barrier(*argv, barrier=barrier)
     try:
         wait_for(barrier / "held", first)  # the first writer holds the lease and waits
         second = subprocess.run([sys.executable, "-m", "jobs", *argv], cwd=ROOT, capture_output=True, text=True,
@@ -96,7 +99,7 @@ def test_two_table_inserts_at_once_one_commits_the_other_leaves_nothing(tmp_path
     def insert(name: str) -> list[str]:
         return ["table", "insert", "--table", str(table), "--input", str(tmp_path / name), "--format", "csv"]
 
-    first = jobs_process(*insert("first.csv"), env={BARRIER_VARIABLE: str(barrier)})
+    first = jobs_process_at_barrier(*insert("first.csv"), barrier=barrier)
     try:
         wait_for(barrier / "held", first)  # the first insert wrote its part and is about to commit
         second = subprocess.run([sys.executable, "-m", "jobs", *insert("second.csv")], cwd=ROOT, capture_output=True,
@@ -188,9 +191,9 @@ def test_the_dynamodb_writer_lease_is_one_item_put_only_if_absent() -> None:
     import boto3
     from moto import mock_aws
 
-    from jobs.lease import LeaseHeldError
+    from jobs.fs.lease import LeaseHeldError
     from jobs.manifest.dynamodb import DynamoDbClient
-    from jobs.manifest.lease import LEASE_KEY, DynamoDbLease
+    from jobs.manifest.writer_lease import LEASE_KEY, DynamoDbLease
 
     with mock_aws():
         client = boto3.client("dynamodb")

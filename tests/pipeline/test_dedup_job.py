@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.cli import main
-from jobs.generate import GenerateOptions, generate
+from jobs.runtime.cli import main
+from jobs.tools.generate import GenerateOptions, generate
 from tests.pipeline.helpers import read_lines, run_folder_content
 
 RUN_ID = "2026-11-22-03-00-00"

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from jobs.cli import main
 from jobs.errors import InvalidArgumentError
-from jobs.lake import open_input
+from jobs.fs.input import open_input
+from jobs.runtime.cli import main
 from tests.pipeline.helpers import RUN_ID, event, read_lines
 
 INCREMENTAL_RUN, NEXT_RUN = "2026-11-24-01-30-00", "2026-11-24-02-30-00"

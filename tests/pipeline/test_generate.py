@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.cli import main
+from jobs.runtime.cli import main
 
 
 def generate(output: Path, *options: str) -> int:

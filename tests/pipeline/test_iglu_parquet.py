@@ -33,8 +33,8 @@ from pyspark.sql.types import (
     VariantType,
 )
 
+from jobs.iglu.names import column_name
 from jobs.iglu.parquet import TypedColumn, cast_failed, family_columns, normal_name, typed_value
-from jobs.shred.widerow import column_name
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 UPSTREAM = DATA / "upstream" / "widerow"

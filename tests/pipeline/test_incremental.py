@@ -14,9 +14,9 @@ import pytest
 from moto import mock_aws
 from pyspark.sql import SparkSession
 
-from jobs import store
-from jobs.cli import main
-from jobs.incremental import IncrementalRunError, Ledger, NothingToDo, Window, plan_run
+from jobs.fs import store
+from jobs.incremental.ledger import IncrementalRunError, Ledger, NothingToDo, Window, plan_run
+from jobs.runtime.cli import main
 from tests.pipeline.helpers import ID_A, ID_B, ID_C, event, read_lines
 
 START = datetime(2026, 11, 24, 1, tzinfo=UTC)

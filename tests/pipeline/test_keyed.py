@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.cli import main
 from jobs.errors import InputNotFoundError, InvalidArgumentError
 from jobs.keyed.job import KeyedOptions, run, settings_from
 from jobs.keyed.period import parse_period
+from jobs.runtime.cli import main
 
 RUN1, RUN2, RUN3 = "2026-11-01-00-00-00", "2026-11-02-00-00-00", "2026-11-03-00-00-00"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.cli import main
+from jobs.runtime.cli import main
 from tests.pipeline.test_crossbatch import reidentified
 from tests.pipeline.test_lake_manifest import (
     BATCH_1,

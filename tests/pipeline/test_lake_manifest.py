@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.cli import main
 from jobs.errors import InvalidArgumentError
-from jobs.lease import create_if_absent
+from jobs.fs.lease import create_if_absent
+from jobs.fs.runs import run_timestamp
 from jobs.manifest import ManifestError, open_manifest
 from jobs.manifest.lake import RunEntries, Segment, State, open_lake
-from jobs.runs import run_timestamp
+from jobs.runtime.cli import main
 from tests.pipeline.helpers import event, run_folder_content
 from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
 from tests.pipeline.test_crossbatch import reidentified

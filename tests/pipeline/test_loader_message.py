@@ -15,16 +15,15 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 from moto import mock_aws
 
+from jobs.contract import QueueTarget, parse_queue
 from jobs.errors import InvalidConfigError, LoaderMessageError, WinnowError
 from jobs.shred.message import (
     SCHEMA_URI,
     LoaderType,
-    QueueTarget,
     base_uri,
     collector_instant,
     instant_text,
     message_text,
-    parse_queue,
     send,
     shredding_complete,
 )

@@ -1,4 +1,4 @@
-"""Mistakes in paths and manifests are told before Spark starts (`jobs.preflight`): one line, exit 2, nothing
+"""Mistakes in paths and manifests are told before Spark starts (`jobs.runtime.preflight`): one line, exit 2, nothing
 written."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobs.errors import InputNotFoundError
-from jobs.preflight import require_local_input
+from jobs.runtime.preflight import require_local_input
 
 NO_FILES = "holds no input files (names starting with _ or . are skipped); nothing to do"
 

@@ -1,4 +1,4 @@
-"""Progress a person can follow (`jobs.progress`): phase lines, and Spark's running stages between them."""
+"""Progress a person can follow (`jobs.runtime.progress`): phase lines, and Spark's running stages between them."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from pyspark.sql import SparkSession
 
 from jobs.config import JobConfig
 from jobs.dedup import job as dedup_job
-from jobs.generate import GenerateOptions, generate
-from jobs.progress import Reporter, StageStatus, StageWatcher, human_bytes
+from jobs.runtime.progress import Reporter, StageStatus, StageWatcher, human_bytes
+from jobs.tools.generate import GenerateOptions, generate
 
 PREFIX = r"\[dedup +\d+\.\ds\]"
 
 
 def test_lines_go_to_stderr_as_it_is_when_the_reporter_is_made(capsys: pytest.CaptureFixture[str]) -> None:
-    # Not sys.stderr as it was when jobs.progress was imported: a caller (pytest's capsys here, which the
+    # Not sys.stderr as it was when jobs.runtime.progress was imported: a caller (pytest's capsys here, which the
     # module import above predates) may have replaced it since, and the old object may be closed.
     Reporter("dedup", terminal=False)("reading")
     assert re.fullmatch(rf"{PREFIX} reading\n", capsys.readouterr().err)

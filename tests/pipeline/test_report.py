@@ -10,8 +10,8 @@ import matplotlib.pyplot as plt
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.cli import main
-from jobs.report import MAX_BARS, chart_figure, chart_png, table_lines
+from jobs.runtime.cli import main
+from jobs.tools.report import MAX_BARS, chart_figure, chart_png, table_lines
 from tests.pipeline.helpers import ID_A, ID_B, ID_C, RUN_ID, event, read_lines
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

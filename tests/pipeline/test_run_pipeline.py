@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.cli import main
-from jobs.generate import GenerateOptions, generate
+from jobs.runtime.cli import main
+from jobs.tools.generate import GenerateOptions, generate
 from tests.pipeline.helpers import ID_A, ID_B, event, read_lines
 
 RUN_ID = "2026-11-22-04-00-00"

@@ -16,9 +16,9 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.cli import main
 from jobs.config import DedupConfig
 from jobs.enriched.parse import parse_events
+from jobs.runtime.cli import main
 from jobs.shred import rdb
 from jobs.shred.entities import ATOMIC_FIELDS
 from jobs.shred.job import rdb_outputs, shred_events

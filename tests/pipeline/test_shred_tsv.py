@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from jobs import __version__
-from jobs.cli import main
+from jobs.runtime.cli import main
 from jobs.shred import rdb
 from tests.pipeline.helpers import ID_A, ID_B, RUN_ID, WEB_PAGE, contexts, event, read_lines, shred, unstruct
 

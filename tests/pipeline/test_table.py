@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.cli import main
 from jobs.errors import InvalidArgumentError
+from jobs.runtime.cli import main
 from jobs.tables import job
 from jobs.tables.job import InvalidInsertError
 from jobs.tables.log import TableExistsError, TableLog, TableNotFoundError, TableSettings

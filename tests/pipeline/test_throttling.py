@@ -14,7 +14,7 @@ import boto3
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.cli import main
+from jobs.runtime.cli import main
 from tests.pipeline.helpers import run_folder_content
 from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
 

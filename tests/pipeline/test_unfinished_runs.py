@@ -18,10 +18,10 @@ import pytest
 from moto import mock_aws
 from pyspark.sql import SparkSession
 
-from jobs.cli import main
+from jobs.fs.runs import UnfinishedShredError, require_earlier_shred_complete
 from jobs.manifest import open_manifest
-from jobs.manifest.runs import RegisteredRun, UnfinishedRunError, run_register
-from jobs.runs import UnfinishedShredError, require_earlier_shred_complete
+from jobs.manifest.unfinished import RegisteredRun, UnfinishedRunError, run_register
+from jobs.runtime.cli import main
 from tests.pipeline.helpers import event, read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ RUN_A, RUN_B = "2026-11-24-01-00-00", "2026-11-24-02-00-00"
 # Dies at the Nth seal of a run folder (dedup's is the first; in `run`, shred's the second).
 DIES_AT_SEAL = """
 import os, sys
-from jobs.lake import RunFolder
+from jobs.fs.run_folder import RunFolder
 seals, seal = [], RunFolder.seal
 def dying(self):
     seals.append(self.path)
@@ -37,7 +37,7 @@ def dying(self):
         os._exit(137)
     seal(self)
 RunFolder.seal = dying
-from jobs.cli import main
+from jobs.runtime.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -16,11 +16,11 @@ from pyspark.sql import functions as F
 
 from jobs.enriched.fields import FIELD_INDEX, FIELD_NAMES
 from jobs.enriched.parse import parse_events
+from jobs.iglu.names import column_name
 from jobs.shred.job import shred_events
 from jobs.shred.widerow import (
     ATOMIC_TYPES,
     Family,
-    column_name,
     entity_families,
     iso_instant,
     typed_atomic_columns,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import time
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
@@ -22,15 +21,9 @@ from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
 
-from jobs import store
 from jobs.errors import WinnowError
-from jobs.lake import FileSystem
-
-# Tests only: with this variable set to a folder, a writer that took its lease (or is about to commit a table
-# change) creates `held` there and waits (at most BARRIER_SECONDS) for `go`, so a test can start a second
-# writer at exactly that point.
-BARRIER_VARIABLE = "WINNOW_TEST_LEASE_BARRIER"
-BARRIER_SECONDS = 300
+from jobs.fs import store
+from jobs.fs.hadoop import FileSystem
 
 
 class LeaseHeldError(WinnowError):
@@ -62,13 +55,13 @@ class Holder:
 def create_if_absent(spark: SparkSession, path: str, data: bytes) -> bool:
     """Create `path` holding `data` unless it exists: True when this call created it, False when it existed.
 
-    Exclusive against concurrent callers on local paths and S3 (`jobs.store.create_if_absent`); on other
+    Exclusive against concurrent callers on local paths and S3 (`jobs.fs.store.create_if_absent`); on other
     file systems as exclusive as Hadoop's create-without-overwrite.
     """
     if store.supported(path):
         return store.create_if_absent(path, data)
     fs = FileSystem(spark)
-    hadoop_fs, hpath = fs._resolve(path)
+    hadoop_fs, hpath = fs.resolve(path)
     if hadoop_fs.exists(hpath):
         return False
     try:
@@ -89,7 +82,7 @@ def read_bytes(spark: SparkSession, path: str) -> bytes | None:
     if store.supported(path):
         return store.read_bytes(path)
     fs = FileSystem(spark)
-    hadoop_fs, hpath = fs._resolve(path)
+    hadoop_fs, hpath = fs.resolve(path)
     if not hadoop_fs.exists(hpath):
         return None
     stream = hadoop_fs.open(hpath)
@@ -140,7 +133,6 @@ class Lease(ABC):
                 f"{self.target} is being written by {self.current_holder()}; nothing was written. If that run is no "
                 f"longer running (killed or crashed), {self.removal()} and run again"
             )
-        wait_at_test_barrier()
 
     def current_holder(self) -> str:
         """The holder as the lease document says, for messages."""
@@ -185,17 +177,3 @@ class FileLease(Lease):
 
     def removal(self) -> str:
         return f"remove its lease {self.path}"
-
-
-def wait_at_test_barrier() -> None:
-    """Tests only (see BARRIER_VARIABLE): a point where a second writer can be started deterministically."""
-    folder = os.environ.get(BARRIER_VARIABLE)
-    if not folder:
-        return
-    with open(os.path.join(folder, "held"), "w"):
-        pass
-    deadline = time.monotonic() + BARRIER_SECONDS
-    while not os.path.exists(os.path.join(folder, "go")):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{BARRIER_VARIABLE}: no {folder}/go within {BARRIER_SECONDS} s")
-        time.sleep(0.05)

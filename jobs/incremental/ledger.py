@@ -31,12 +31,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs import store
 from jobs.config import InputConfig
 from jobs.contract import SUCCESS_MARKER
 from jobs.errors import InvalidArgumentError, WinnowError
-from jobs.runs import LEASES, run_folder
-from jobs.store import StoredFile
+from jobs.fs import store
+from jobs.fs.runs import LEASES, run_folder
+from jobs.fs.store import StoredFile
 
 LEDGER = "_ledger"
 ENTRY_DIGITS = 20
@@ -227,7 +227,7 @@ class Ledger:
         return store.exists(f"{run_folder(self.output, run_id)}/{SUCCESS_MARKER}")
 
     def leases(self) -> list[dict[str, Any]]:
-        """The leases held on run folders of this output (see `jobs.lease`), each with its `file`."""
+        """The leases held on run folders of this output (see `jobs.fs.lease`), each with its `file`."""
         held = []
         for file in store.list_files(f"{self.output}/{LEASES}"):
             document = store.read_bytes(file.path)

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import asdict, astuple, dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobs import store
 from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL, SUCCESS_MARKER
+from jobs.fs import store
 from jobs.manifest.base import Manifest, ManifestError
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Checks that need no Spark, run before Spark starts (8-12 s): a wrong path or URI is told in under a second.
 
-Spark-side checks stay where they are (`jobs.lake.require_input`, `open_input`): they also cover `s3://` paths,
+Spark-side checks stay where they are (`jobs.fs.input.require_input`, `open_input`): they also cover `s3://` paths,
 which are not looked at here, and a folder that changes between the two.
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 
-from jobs import store
 from jobs.config import JobConfig
 from jobs.errors import InputNotFoundError
-from jobs.lake import absolute, check_apart
+from jobs.fs import store
+from jobs.fs.paths import absolute, check_apart
 
 
 def require_local_input(path: str, option: str = "--input", holding_files: bool = True) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import SparkSession
 
 from jobs.contract import DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, LAKE_LEASE
-from jobs.lease import FileLease, Lease
+from jobs.fs.lease import FileLease, Lease
 from jobs.manifest.base import Manifest
 
 if TYPE_CHECKING:

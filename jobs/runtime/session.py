@@ -7,7 +7,7 @@ import os
 from pyspark.sql import SparkSession
 
 from jobs.config import SparkConfig
-from jobs.log4j2 import LOG4J2_CONFIG, VERBOSE_JAVA_OPTION
+from jobs.runtime.log4j2 import LOG4J2_CONFIG, VERBOSE_JAVA_OPTION
 
 # Settings every job relies on, whoever starts Spark.
 REQUIRED_CONF = {

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from jobs import store
 from jobs.contract import SUCCESS_MARKER
 from jobs.errors import InvalidArgumentError, WinnowError
+from jobs.fs import store
 
 RUN_ID_FORMAT = "%Y-%m-%d-%H-%M-%S"
 LEASES = "_leases"

@@ -1,4 +1,4 @@
-"""Generated keyed records for benchmarks: `python -m jobs.keyed.generate --output DIR --rows N`.
+"""Generated keyed records for benchmarks: `python -m jobs.tools.keyed_records --output DIR --rows N`.
 
 Built with Spark built-ins only (deterministic for a given N, seed and file count). Columns:
 `id` (a key drawn from 0.9 N values: about 60% of the keys are distinct, 40% of rows repeat one), `t` (an ordered number: the row number plus up to
@@ -28,7 +28,7 @@ def generated_rows(spark: SparkSession, rows: int, seed: int = 1, files: int = 4
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m jobs.keyed.generate", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m jobs.tools.keyed_records", description=__doc__)
     parser.add_argument("--output", required=True, help="folder to write (replaced)")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--files", type=int, default=4)
@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--format", default="csv", choices=("csv", "parquet"))
     args = parser.parse_args()
     from jobs.config import SparkConfig
-    from jobs.session import spark_session
+    from jobs.runtime.session import spark_session
 
     spark = spark_session(SparkConfig(), app_name="winnow-keyed-generate")
     frame = generated_rows(spark, args.rows, args.seed, args.files)

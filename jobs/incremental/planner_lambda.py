@@ -2,7 +2,7 @@
 
 Event: `{"runId": ID, "input": "s3://…/", "output": "s3://…/deduplicated", "config": "s3://…/config.json"}`,
 the dedup job's own `--input`, `--output` and `--config`. It writes (or, on a redrive, finds) the run's
-ledger entry with `jobs.incremental.plan_run` and the config's `input` window and caps; the dedup job, started
+ledger entry with `jobs.incremental.ledger.plan_run` and the config's `input` window and caps; the dedup job, started
 with `--incremental` and the same run id, then reads exactly those files. Answers
 `{"files": N, "bytes": B, "entry": E, "reused": bool, "backlogFiles": K, "message": …}`; `files` is 0 when there
 is nothing to do. A run that may not start raises `IncrementalRunError` (the execution's error, with the
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.config import load_config
-from jobs.incremental import NothingToDo, plan_run, window_from
+from jobs.incremental.ledger import NothingToDo, plan_run, window_from
 
 
 def handler(event: dict[str, Any], context: object = None) -> dict[str, Any]:

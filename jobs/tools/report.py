@@ -19,7 +19,9 @@ from pyspark.sql import functions as F
 from jobs.contract import BAD, DUPLICATES, GOOD, QUARANTINE, SUCCESS_MARKER, SUMMARY
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
-from jobs.lake import FileSystem, absolute, check_apart, read_lines
+from jobs.fs.hadoop import FileSystem
+from jobs.fs.input import read_lines
+from jobs.fs.paths import absolute, check_apart
 from jobs.shred.job import shred_input
 
 TABLE_NAME = "events_per_event_id.tsv"

@@ -19,8 +19,8 @@ from pyspark.sql import SparkSession
 
 from jobs.config import JobConfig, load_config
 from jobs.errors import WinnowError
-from jobs.incremental import NothingToDo
-from jobs.runs import new_run_id, run_timestamp
+from jobs.fs.runs import new_run_id, run_timestamp
+from jobs.incremental.ledger import NothingToDo
 
 # Modules with a `register(subparsers)` function, in the order `--help` lists them.
 COMMAND_MODULES = (
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_common_options(parser: argparse.ArgumentParser) -> None:
     """`--debug` and `--verbose` on every command and sub-command (wherever typed): tracebacks, not one-line
-    errors; Spark's warnings that are expected in our plans, which jobs/log4j2.properties silences."""
+    errors; Spark's warnings that are expected in our plans, which jobs/runtime/log4j2.properties silences."""
     parser.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="print the traceback of an error too"
     )
@@ -148,11 +148,11 @@ def run_spark_job(
     run_id = args.run_id = args.run_id or new_run_id()  # the preflight sees the id the job gets
     run_timestamp(run_id)  # validate before Spark starts (8-12 s): a mistake is told in under a second
     preflight(config)
-    from jobs.progress import Reporter, StageWatcher
+    from jobs.runtime.progress import Reporter, StageWatcher
 
     progress = Reporter(args.job)
     progress("starting Spark")
-    from jobs.session import spark_session
+    from jobs.runtime.session import spark_session
 
     with StageWatcher(progress) as watcher:  # between the phase lines, what Spark is doing in each
         spark = spark_session(config.spark, app_name=f"winnow-{args.job}", verbose=getattr(args, "verbose", False))

@@ -1,0 +1,68 @@
+"""The few Hadoop FileSystem calls the jobs need, through the Spark JVM: the same code serves local folders and
+`s3://` prefixes on EMR."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+
+class FileSystem:
+    """The few Hadoop FileSystem calls the jobs need, on any path Spark can reach."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
+        self._jvm: Any = spark.sparkContext._jvm
+        self._conf: Any = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def resolve(self, path: str) -> tuple[Any, Any]:
+        hpath = self._jvm.org.apache.hadoop.fs.Path(path)
+        return hpath.getFileSystem(self._conf), hpath
+
+    def exists(self, path: str) -> bool:
+        fs, hpath = self.resolve(path)
+        return bool(fs.exists(hpath))
+
+    def delete(self, path: str) -> None:
+        fs, hpath = self.resolve(path)
+        fs.delete(hpath, True)
+
+    def mkdirs(self, path: str) -> None:
+        fs, hpath = self.resolve(path)
+        fs.mkdirs(hpath)
+
+    def children(self, path: str) -> list[str]:
+        """Names of all the entries directly under `path`, sorted; [] if it does not exist."""
+        fs, hpath = self.resolve(path)
+        if not fs.exists(hpath):
+            return []
+        return sorted(str(status.getPath().getName()) for status in fs.listStatus(hpath))
+
+    def rename(self, source: str, target: str) -> None:
+        """Move `source` to `target` (a folder move; on S3 a copy then a delete)."""
+        fs, hsource = self.resolve(source)
+        _, htarget = self.resolve(target)
+        if not fs.rename(hsource, htarget):
+            raise OSError(f"could not rename {source} to {target}")
+
+    def read_text(self, path: str) -> str:
+        fs, hpath = self.resolve(path)
+        stream = fs.open(hpath)
+        try:
+            data: bytes = stream.readAllBytes()
+        finally:
+            stream.close()
+        return data.decode("utf-8")
+
+    def size(self, path: str) -> int:
+        fs, hpath = self.resolve(path)
+        return int(fs.getFileStatus(hpath).getLen())
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        fs, hpath = self.resolve(path)
+        stream = fs.create(hpath, True)
+        try:
+            stream.write(bytearray(data))
+        finally:
+            stream.close()
