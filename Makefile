@@ -13,7 +13,7 @@ export PYSPARK_PYTHON := $(PY)
 export PYSPARK_DRIVER_PYTHON := $(PY)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: help setup demo test test-fast lint fmt clean bench
+.PHONY: help setup demo test test-fast lint fmt clean bench docs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -47,8 +47,15 @@ $(VENV)/.bench-installed: $(VENV)/.installed requirements-bench.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-bench.txt
 	touch $@
 
-bench: $(VENV)/.bench-installed ## benchmarks (not in CI; over an hour, see README's Benchmarks): bench/results.json, bench/RESULTS.md, README table
+bench: $(VENV)/.bench-installed ## benchmarks (not in CI; over an hour): bench/results.json, bench/RESULTS.md, the tables of docs/benchmarks.md
 	$(PY) -m bench $(BENCH_ARGS)
+
+$(VENV)/.docs-installed: $(VENV)/.installed requirements-docs.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-docs.txt
+	touch $@
+
+docs: $(VENV)/.docs-installed ## build the documentation site (docs/, mkdocs.yml) into site/; a broken link or anchor fails
+	$(PY) -m mkdocs build --strict --site-dir site
 
 lint: setup ## ruff and mypy
 	$(PY) -m ruff check .

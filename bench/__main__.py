@@ -1,7 +1,7 @@
 """`python -m bench` (`make bench`): Winnow side by side with the pass-through limit and its peers, in one go.
 
-Writes `bench/results.json` and `bench/RESULTS.md`, and puts the Markdown tables into README.md between the
-`bench:start` / `bench:end` markers. Every figure is a warm-up run, then the median of `--runs` runs taken in
+Writes `bench/results.json` and `bench/RESULTS.md`, and puts the Markdown tables into docs/benchmarks.md between
+the `bench:start` / `bench:end` markers. Every figure is a warm-up run, then the median of `--runs` runs taken in
 turn (A B A B …); every ratio compares figures of this one run. Generated inputs are kept in `bench/data/`.
 
     .venv/bin/python -m bench                      # 1M events, 3 runs, scaling 250k-2M, all sections but large
@@ -32,6 +32,7 @@ from bench.measure import Figure, Sample, alternate, measure_in_process, measure
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
 WORK = ROOT / "bench" / "work"
+DOCS_PAGE = ROOT / "docs" / "benchmarks.md"  # the page whose tables each run rewrites
 SECTIONS = ("spark", "processes", "profile", "keyed", "scaling", "manifest", "crossbatch", "large")
 # `large` (a 10M-event input of ~15 GB, generated once) runs only when asked for.
 DEFAULT_SECTIONS = [name for name in SECTIONS if name != "large"]
@@ -284,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the sections of the existing --results file that this run does not measure",
     )
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results.json")
-    parser.add_argument("--no-readme", action="store_true", help="do not update README.md")
+    parser.add_argument("--no-docs", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args(argv)
     if args.runs < 1 or args.large_runs < 1:
         parser.error(f"--runs, --large-runs: given {args.runs}, {args.large_runs}; allowed: 1 or more")
@@ -363,8 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     args.results.write_text(json.dumps(results, indent=2) + "\n")
     markdown = report.markdown(results) + crossbatch_markdown
     (ROOT / "bench" / "RESULTS.md").write_text(markdown)
-    if not args.no_readme:
-        report.update_readme(ROOT / "README.md", markdown)
+    if not args.no_docs:
+        report.update_page(DOCS_PAGE, markdown)
     print(markdown)
     return 0
 

@@ -63,7 +63,7 @@ BATCH_RUN_IDS = ("2026-11-22-05-00-00", "2026-11-22-06-00-00")  # an hourly cade
 TTL_DAYS = 180
 DAY = 86_400
 
-# Prices (us-east-1 list prices; see shared/reference/notes/perf-anchors.md §5 for the DynamoDB ones).
+# Prices: us-east-1 list prices (DynamoDB's on-demand and provisioned both).
 PRICES = {
     "emr_serverless_vcpu_hour": 0.052624,
     "emr_serverless_gb_hour": 0.0057785,

@@ -1,4 +1,4 @@
-"""The Markdown tables of a `make bench` run, and the README section that shows them."""
+"""The Markdown tables of a `make bench` run, and the part of docs/benchmarks.md that shows them."""
 
 from __future__ import annotations
 
@@ -117,13 +117,13 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def update_readme(readme: Path, markdown_text: str) -> None:
-    """Replace what is between the bench markers (appending a section the first time)."""
-    text = readme.read_text()
+def update_page(page: Path, markdown_text: str) -> None:
+    """Replace what is between the bench markers of a Markdown page (appending them the first time)."""
+    text = page.read_text()
     block = f"{START}\n{markdown_text.rstrip()}\n{END}"
     if START in text and END in text:
         before, rest = text.split(START, 1)
         text = before + block + rest.split(END, 1)[1]
     else:
-        text = text.rstrip() + "\n\n## Benchmarks\n\n" + block + "\n"
-    readme.write_text(text)
+        text = text.rstrip() + "\n\n## Results\n\n" + block + "\n"
+    page.write_text(text)

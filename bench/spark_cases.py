@@ -24,6 +24,7 @@ from jobs.fs.input import read_lines
 from jobs.fs.runs import run_timestamp
 from jobs.keyed import job as keyed_job
 from jobs.shred import job as shred_job
+from jobs.shred import lines as shred_lines
 from jobs.shred.entities import JSON_FIELDS, parse_json_fields
 from jobs.tables import job as table_job
 from jobs.tables.log import TableSettings
@@ -125,7 +126,7 @@ def profile_steps(spark: SparkSession, config: JobConfig, input_path: str) -> di
     events = narrow_events(with_ids, fingerprints, computed_fingerprints=False)  # as the in-batch job
     parsed = parse_events(lines, fingerprints).select("line", "errors", "event_id", "collector_tstamp")
     json_fields = lines.select(*parse_json_fields({name: field(F.col("value"), name) for name in JSON_FIELDS}))
-    decided_events = shred_job.shred_events(parsed)
+    decided_events = shred_lines.shred_events(parsed)
     keyed = keyed_lines(spark, input_path)
     return {
         "read": lambda: computed(lines),
@@ -146,8 +147,8 @@ def profile_steps(spark: SparkSession, config: JobConfig, input_path: str) -> di
         "shred: 131 fields parsed and checked": lambda: computed(parsed),
         "shred: JSON fields parsed alone": lambda: computed(json_fields),
         "shred: events decided (rdb)": lambda: computed(decided_events),
-        "shred: output lines built (rdb)": lambda: computed(shred_job.rdb_outputs(decided_events)),
+        "shred: output lines built (rdb)": lambda: computed(shred_lines.rdb_outputs(decided_events)),
         "shred: output lines built (legacy)": lambda: computed(
-            shred_job.shredded_outputs(shred_job.shred_events(parsed, "legacy"), run_time)
+            shred_lines.shredded_outputs(shred_lines.shred_events(parsed, "legacy"), run_time)
         ),
     }

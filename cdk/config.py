@@ -173,11 +173,6 @@ class EmrConfig:
         bad = sorted(key for key in self.spark_conf if not key.startswith("spark."))
         _check(not bad, "emr.spark_conf", bad, "keys starting 'spark.'")
 
-    @property
-    def spark_version(self) -> str:
-        """The Spark version the release ships."""
-        return EMR_SPARK_VERSIONS[self.release_label]
-
 
 @dataclass(frozen=True, kw_only=True)
 class ScheduleConfig:

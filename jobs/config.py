@@ -43,7 +43,7 @@ class DedupConfig:
         if unknown:
             raise InvalidConfigError(
                 f"dedup.fingerprint_fields: {unknown} are not enriched-event fields; "
-                "allowed: the field names of shared/reference/notes/enriched-event-fields.tsv"
+                "allowed: the field names of a Snowplow enriched event (jobs/enriched/fields.py)"
             )
         if not self.fingerprint_fields:
             raise InvalidConfigError("dedup.fingerprint_fields: given an empty list; allowed: one field or more")

@@ -1,4 +1,4 @@
-"""Single-machine peer of `python -m jobs dedup`: the warehouse dedup model (shared/reference/000) on DuckDB.
+"""Single-machine peer of `python -m jobs dedup`: the warehouse dedup model on DuckDB.
 
 Reads what Winnow reads, a folder of Snowplow enriched TSV files (131 tab-separated fields, no header, no
 quoting), and runs the "Deduplicating the event ID in Redshift" model adapted to files:

@@ -1,73 +1,36 @@
 """The pipeline state machine: work out the run, run dedup then shred on EMR Serverless, tell RDB Loader, notify on
-failure."""
+failure.
+
+The states come from the parts in `cdk.components.state_machine` (run input, hand-over, input plan, EMR jobs, job
+metrics, loader message, failure notification); this construct connects them, makes the state machine and has each
+part grant what its states need.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aws_cdk import Aws, Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
-from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from cdk.nag import acknowledge, resource_finding
+from cdk.components.state_machine.emr_job import EmrJobs, EmrJobsProps
+from cdk.components.state_machine.failure_notification import FailureNotification, FailureNotificationProps
+from cdk.components.state_machine.input_plan import InputPlan, InputPlanProps
+from cdk.components.state_machine.job_metrics import JobMetrics, JobMetricsProps
+from cdk.components.state_machine.loader_message import LoaderMessage, LoaderMessageProps, LoaderTarget
+from cdk.components.state_machine.run_hand_over import RUN_EXECUTION_PREFIX, RunHandOver, RunHandOverProps
+from cdk.components.state_machine.run_input import RunInput, RunInputProps
+from cdk.nag import acknowledge
 
-START_JOB_RUN_SYNC = "arn:aws:states:::emr-serverless:startJobRun.sync"
-DEDUP_STATE = "Dedup"
-SHRED_STATE = "Shred"
-NOTIFY_STATE = "NotifyFailure"
-PLAN_STATE = "PlanInput"
-HAND_OVER_STATE = "StartNamedRun"
+__all__ = ["LoaderTarget", "PipelineStateMachine", "PipelineStateMachineProps"]
+
 NOTHING_TO_DO_STATE = "NothingToDo"
-RUN_EXECUTION_PREFIX = "run-"
-"""Executions named `run-<run id>` run the pipeline; any other hands the run over to one of that name."""
-EXECUTION_ALREADY_EXISTS = "StepFunctions.ExecutionAlreadyExistsException"
-RUN_ID_DELIMITERS = "-T:.Z"
-"""Splitting an ISO 8601 UTC time (`2026-11-22T03:00:00.123Z`) on these characters gives its date and time fields."""
-READ_LOADER_MESSAGE_STATE = "ReadLoaderMessage"
-SEND_LOADER_MESSAGE_STATE = "SendLoaderMessage"
-LOADER_NOT_TOLD_STATE = "LoaderNotTold"
-LOADER_NOT_TOLD_ERROR = "LoaderMessageNotSent"
-LOADER_MESSAGE_FILE = "shredding_complete.json"
-"""What the shred job (rdb layout) writes in its run folder before `_SUCCESS`: RDB Loader's message, as JSON."""
-LOADER_MESSAGE_GROUP = "shredding"
-"""The FIFO message group id upstream's transformer sends with (and the job, when it sends itself)."""
-LOADER_RETRY_ATTEMPTS, LOADER_RETRY_INTERVAL_SECONDS, LOADER_RETRY_BACKOFF = 3, 5, 2
-"""Retries of reading and of sending the message: after 5, 10 and 20 seconds."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class LoaderTarget:
-    """Where the state machine sends RDB Loader's `shredding_complete` message: one SQS FIFO queue or one SNS FIFO
-    topic, and the customer managed KMS key it is encrypted with, if any."""
-
-    uri: str
-    """`sqs://NAME` or `sns://ARN`, named in the failure's cause (no CloudFormation token)."""
-    queue_url: str | None = None
-    """The queue's URL (sqs:SendMessage's QueueUrl); with `queue_arn`."""
-    queue_arn: str | None = None
-    """The queue's ARN: sqs:SendMessage on it only."""
-    topic_arn: str | None = None
-    """The topic's ARN, instead of a queue: sns:Publish on it only."""
-    key_arn: str | None = None
-    """The customer managed KMS key of the queue or topic: kms:GenerateDataKey and kms:Decrypt on it. None: SSE-SQS
-    or an AWS managed key, nothing to grant."""
-
-    def __post_init__(self) -> None:
-        queue = self.queue_url is not None and self.queue_arn is not None
-        if (self.queue_url is None) != (self.queue_arn is None) or queue == (self.topic_arn is not None):
-            raise ValueError(
-                f"loader target {self.uri}: given queue_url {self.queue_url is not None}, queue_arn "
-                f"{self.queue_arn is not None}, topic_arn {self.topic_arn is not None}; allowed: queue_url with "
-                "queue_arn, or topic_arn"
-            )
-        if any(char in self.uri for char in "'{}\\"):
-            raise ValueError(f"loader target uri: given {self.uri!r}; allowed: no quote, brace or backslash")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,96 +114,89 @@ class PipelineStateMachine(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: PipelineStateMachineProps) -> None:
         super().__init__(scope, construct_id)
         self.props = props
-        jp = sfn.JsonPath
         state_machine_name = f"{props.name}-pipeline"
+        # The parts in this order (hand-over, jobs, loader, plan): the order of their transitions into NotifyFailure
+        # decides the order of the states in the ASL, so the template.
+        notify = FailureNotification(
+            self, "Failure", FailureNotificationProps(name=props.name, failure_topic=props.failure_topic)
+        ).state
+        hand_over = RunHandOver(
+            self, "HandOver", RunHandOverProps(state_machine_name=state_machine_name, on_failure=notify)
+        ).state
+        self.jobs = EmrJobs(self, "Jobs", self._emr_jobs_props(notify))
+        self.loader: LoaderMessage | None = None
+        if props.loader is not None:
+            loader_props = LoaderMessageProps(
+                target=props.loader,
+                output_bucket_name=props.output_bucket_name,
+                shred_prefix=props.shred_prefix,
+                on_failure=notify,
+            )
+            self.loader = LoaderMessage(self, "Loader", loader_props)
+        self.input_plan = InputPlan(self, "InputPlan", InputPlanProps(planner=props.planner, on_failure=notify))
+        self.run_input = RunInput(self, "RunInput", self._run_input_props())
+        self.metrics = JobMetrics(self, "Metrics", self._job_metrics_props())
+        self._connect(hand_over)
+        self.log_group, self.state_machine = self._state_machine(state_machine_name)
+        self._grant()
 
-        # Defaults first, the execution input merged over them (JsonMerge: the second object wins). The input
-        # as given travels along: a hand-over passes it on unchanged.
-        carried = {"given": jp.object_at("$.given"), "execution": jp.string_at("$.execution")}
-        defaults = sfn.Pass(
-            self,
-            "Defaults",
-            parameters={
-                "given": jp.entire_payload,
-                "execution": jp.execution_name,
-                "defaults": {"scheduledTime": jp.execution_start_time, "inputPrefix": props.input_prefix},
-            },
+    def _emr_jobs_props(self, on_failure: sfn.IChainable) -> EmrJobsProps:
+        p = self.props
+        return EmrJobsProps(
+            name=p.name,
+            application_id=p.application_id,
+            execution_role=p.execution_role,
+            job_runs_policy=p.job_runs_policy,
+            entrypoint_uri=p.entrypoint_uri,
+            spark_submit_parameters=p.spark_submit_parameters,
+            create_manifest=p.create_manifest,
+            job_timeout_minutes=p.job_timeout_minutes,
+            job_retries=p.job_retries,
+            retry_interval_seconds=p.retry_interval_seconds,
+            on_failure=on_failure,
         )
-        merge = sfn.Pass(
-            self,
-            "MergeInput",
-            parameters={**carried, "run": jp.json_merge(jp.object_at("$.defaults"), jp.object_at("$.given"))},
+
+    def _run_input_props(self) -> RunInputProps:
+        p = self.props
+        return RunInputProps(
+            input_bucket_name=p.input_bucket_name,
+            input_prefix=p.input_prefix,
+            output_bucket_name=p.output_bucket_name,
+            dedup_prefix=p.dedup_prefix,
+            shred_prefix=p.shred_prefix,
+            config_uri=p.config_uri,
+            manifest_uri=p.manifest_uri,
         )
-        fields = [
-            jp.array_get_item(jp.string_split(jp.string_at("$.run.scheduledTime"), RUN_ID_DELIMITERS), i)
-            for i in range(6)
-        ]
-        run_id = sfn.Pass(
-            self,
-            "RunIdFromTime",
-            parameters={
-                **carried,
-                "run": jp.object_at("$.run"),
-                "defaults": {"runId": jp.format("{}-{}-{}-{}-{}-{}", *fields)},
-            },
+
+    def _job_metrics_props(self) -> JobMetricsProps:
+        p = self.props
+        return JobMetricsProps(
+            output_bucket_name=p.output_bucket_name,
+            prefixes={"dedup": p.dedup_prefix, "shred": p.shred_prefix},
+            env=p.env,
+            metrics_namespace=p.metrics_namespace,
+            job_metrics=p.job_metrics,
         )
-        # Static settings travel as data: intrinsic functions then never hold CloudFormation tokens.
-        run = sfn.Pass(
-            self,
-            "Run",
-            parameters={
-                **carried,
-                "runDefaults": jp.object_at("$.defaults"),
-                "run": jp.json_merge(jp.object_at("$.defaults"), jp.object_at("$.run")),
-                "settings": {
-                    "inputBucket": props.input_bucket_name,
-                    "dedupOutput": f"s3://{props.output_bucket_name}/{props.dedup_prefix.rstrip('/')}",
-                    "shredOutput": f"s3://{props.output_bucket_name}/{props.shred_prefix.rstrip('/')}",
-                    "config": props.config_uri,
-                    "manifest": props.manifest_uri,
-                },
-            },
-        )
-        notify = self._failure_notification()
-        hand_over = self._hand_over(state_machine_name, notify)
-        dedup = self._job_state(DEDUP_STATE, "dedup", notify)
-        shred = self._job_state(SHRED_STATE, "shred", notify)
+
+    def _connect(self, hand_over: sfn.IChainable) -> None:
+        """Run input → named after its run? (no: hand over) → input named? (no: plan, anything new?) → job
+        arguments → Dedup → its metrics → Shred → its metrics → the loader message, if any → Succeeded."""
+        jobs, plan = self.jobs, self.input_plan.state
         succeeded = sfn.Succeed(self, "Succeeded")
         after_shred: sfn.State = succeeded
-        if props.loader is not None:
-            after_shred = self._tell_loader(props.loader, succeeded, notify)
-        dedup.next(self._publish_metrics("dedup", props.dedup_prefix, shred))
-        shred.next(self._publish_metrics("shred", props.shred_prefix, after_shred))
-        plan = tasks.LambdaInvoke(
-            self,
-            PLAN_STATE,
-            lambda_function=props.planner,
-            payload=sfn.TaskInput.from_object(
-                {
-                    "runId": jp.string_at("$.run.runId"),
-                    "input": jp.format(
-                        "s3://{}/{}", jp.string_at("$.settings.inputBucket"), jp.string_at("$.run.inputPrefix")
-                    ),
-                    "output": jp.string_at("$.settings.dedupOutput"),
-                    "config": jp.string_at("$.settings.config"),
-                }
-            ),
-            result_selector={
-                key: jp.string_at(f"$.Payload.{key}")
-                for key in ("files", "bytes", "entry", "reused", "backlogFiles", "message")
-            },
-            result_path="$.plan",
-            retry_on_service_exceptions=True,
-        )
-        plan.add_catch(notify, errors=[sfn.Errors.ALL], result_path="$.error")
+        if self.loader is not None:
+            self.loader.end.next(succeeded)
+            after_shred = self.loader.start
+        jobs.dedup.next(self.metrics.publish("dedup", jobs.shred))
+        jobs.shred.next(self.metrics.publish("shred", after_shred))
         plan.next(
             sfn.Choice(self, "AnythingNew")
             .when(sfn.Condition.number_equals("$.plan.files", 0), sfn.Succeed(self, NOTHING_TO_DO_STATE))
-            .otherwise(self._arguments("IncrementalJobArguments", incremental=True).next(dedup))
+            .otherwise(jobs.incremental_arguments)
         )
         mode = (
             sfn.Choice(self, "InputNamed")
-            .when(sfn.Condition.is_present("$.given.inputPrefix"), self._arguments("JobArguments").next(dedup))
+            .when(sfn.Condition.is_present("$.given.inputPrefix"), jobs.arguments)
             .otherwise(plan)
         )
         named = (
@@ -248,27 +204,33 @@ class PipelineStateMachine(Construct):
             .when(sfn.Condition.string_matches("$.execution", f"{RUN_EXECUTION_PREFIX}*"), mode)
             .otherwise(hand_over)
         )
-        chain = defaults.next(merge).next(run_id).next(run).next(named)
+        self.run_input.end.next(named)
 
-        self.log_group = logs.LogGroup(
+    def _state_machine(self, state_machine_name: str) -> tuple[logs.LogGroup, sfn.StateMachine]:
+        """The execution log group and the state machine, from the run input's first state."""
+        props = self.props
+        log_group = logs.LogGroup(
             self,
             "Logs",
             log_group_name=f"/aws/vendedlogs/states/{props.name}-pipeline",
             retention=logs.RetentionDays.THREE_MONTHS,
             removal_policy=RemovalPolicy.RETAIN if props.retain_logs else RemovalPolicy.DESTROY,
         )
-        self.state_machine = sfn.StateMachine(
+        state_machine = sfn.StateMachine(
             self,
             "StateMachine",
             state_machine_name=state_machine_name,
             state_machine_type=sfn.StateMachineType.STANDARD,
-            definition_body=sfn.DefinitionBody.from_chainable(chain),
+            definition_body=sfn.DefinitionBody.from_chainable(self.run_input.start),
             timeout=props.timeout,
             tracing_enabled=True,
-            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
+            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
         )
-        # A CustomState adds no IAM: the application's job-runs policy grants what startJobRun.sync needs.
-        self.state_machine.role.add_managed_policy(props.job_runs_policy)
+        return log_group, state_machine
+
+    def _grant(self) -> None:
+        """What the parts' states need beyond what CDK's task classes grant; X-Ray and log delivery acknowledged."""
+        self.jobs.grant(self.state_machine)
         acknowledge(
             self.state_machine,
             "IAM5",
@@ -277,337 +239,7 @@ class PipelineStateMachine(Construct):
             "permissions",
             "Resource::*",
         )
-        acknowledge(
-            self.state_machine,
-            "IAM5",
-            "CDK's grant to invoke the input planner also covers its versions and aliases (<function>:*); "
-            "only that function",
-            resource_finding(self, f"{props.planner.function_arn}:*"),
-        )
-        summaries = [
-            f"arn:{Aws.PARTITION}:s3:::{props.output_bucket_name}/{prefix}run=*/summary.json"
-            for prefix in (props.dedup_prefix, props.shred_prefix)
-        ]
-        self.state_machine.add_to_role_policy(
-            iam.PolicyStatement(sid="ReadRunSummaries", actions=["s3:GetObject"], resources=summaries)
-        )
-        # PutMetricData has no resource-level permissions: scoped to the namespace by condition instead.
-        self.state_machine.add_to_role_policy(
-            iam.PolicyStatement(
-                sid="PutJobMetrics",
-                actions=["cloudwatch:PutMetricData"],
-                resources=["*"],
-                conditions={"StringEquals": {"cloudwatch:namespace": props.metrics_namespace}},
-            )
-        )
-        for summary in summaries:
-            acknowledge(
-                self.state_machine,
-                "IAM5",
-                "ReadRunSummaries: run ids are only known at run time; only each run's summary.json",
-                resource_finding(self, summary),
-            )
-        acknowledge(
-            self.state_machine,
-            "IAM5",
-            "cloudwatch:PutMetricData supports no resource-level permissions; the statement is limited to the "
-            f"{props.metrics_namespace} namespace by condition",
-            "Resource::*",
-        )
-        if props.loader is not None:
-            self._grant_loader(props.loader)
-
-    def _grant_loader(self, loader: LoaderTarget) -> None:
-        """Read each shred run's message file; send to the one queue or topic (and use its key)."""
-        p = self.props
-        message = f"arn:{Aws.PARTITION}:s3:::{p.output_bucket_name}/{p.shred_prefix}run=*/{LOADER_MESSAGE_FILE}"
-        statements = [("ReadLoaderMessage", ["s3:GetObject"], message)]
-        if loader.queue_arn is not None:
-            statements.append(("SendLoaderMessage", ["sqs:SendMessage"], loader.queue_arn))
-        if loader.topic_arn is not None:
-            statements.append(("PublishLoaderMessage", ["sns:Publish"], loader.topic_arn))
-        if loader.key_arn is not None:
-            statements.append(("EncryptLoaderMessage", ["kms:GenerateDataKey", "kms:Decrypt"], loader.key_arn))
-        for sid, actions, resource in statements:
-            self.state_machine.add_to_role_policy(iam.PolicyStatement(sid=sid, actions=actions, resources=[resource]))
-        acknowledge(
-            self.state_machine,
-            "IAM5",
-            f"ReadLoaderMessage: run ids are only known at run time; only each shred run's {LOADER_MESSAGE_FILE}",
-            resource_finding(self, message),
-        )
-
-    def _failure_notification(self) -> sfn.TaskStateBase:
-        """Publish the error, its cause and the run to the failure topic, then fail with that error."""
-        jp = sfn.JsonPath
-        notify = tasks.SnsPublish(
-            self,
-            NOTIFY_STATE,
-            topic=self.props.failure_topic,
-            subject=f"{self.props.name}: pipeline run failed",
-            message=sfn.TaskInput.from_object(
-                {
-                    "pipeline": self.props.name,
-                    "execution": jp.execution_id,
-                    "run": jp.object_at("$.run"),
-                    "error": jp.string_at("$.error.Error"),
-                    "cause": jp.string_at("$.error.Cause"),
-                }
-            ),
-            result_path=jp.DISCARD,
-        )
-        notify.next(sfn.Fail(self, "Failed", error_path="$.error.Error", cause_path="$.error.Cause"))
-        return notify
-
-    def _hand_over(self, state_machine_name: str, on_failure: sfn.IChainable) -> sfn.TaskStateBase:
-        """Start this run as an execution of this state machine named `run-<run id>`, then end."""
-        jp = sfn.JsonPath
-        # By name, not by reference: a state machine cannot refer to itself.
-        this = sfn.StateMachine.from_state_machine_name(self, "This", state_machine_name)
-        start = tasks.StepFunctionsStartExecution(
-            self,
-            HAND_OVER_STATE,
-            state_machine=this,
-            name=jp.format(f"{RUN_EXECUTION_PREFIX}{{}}", jp.string_at("$.run.runId")),
-            # The input as given, with the run id it resolved to (a later start time must not change it).
-            input=sfn.TaskInput.from_json_path_at(
-                jp.json_merge(jp.object_at("$.runDefaults"), jp.object_at("$.given"))
-            ),
-            integration_pattern=sfn.IntegrationPattern.REQUEST_RESPONSE,
-            result_selector={"executionArn": jp.string_at("$.ExecutionArn")},
-            result_path="$.handedOverTo",
-        )
-        already = sfn.Fail(
-            self,
-            "RunAlreadyStarted",
-            error="RunAlreadyStarted",
-            cause_path=jp.format(
-                "Run {} already has an execution named run-{}: a run id runs once. Redrive that execution, or "
-                "start one named run-{}-<anything> to redo the run",
-                jp.string_at("$.run.runId"),
-                jp.string_at("$.run.runId"),
-                jp.string_at("$.run.runId"),
-            ),
-        )
-        start.add_catch(already, errors=[EXECUTION_ALREADY_EXISTS], result_path="$.error")
-        start.add_catch(on_failure, errors=[sfn.Errors.ALL], result_path="$.error")
-        start.next(sfn.Succeed(self, "HandedOver"))
-        return start
-
-    def _publish_metrics(self, job: str, prefix: str, then: sfn.State) -> sfn.CustomState:
-        """Read the job run's summary.json (S3) and put its figures in CloudWatch, then go on to `then`.
-
-        From the state machine, not the job: an EMR Serverless application without a VPC reaches S3 but not
-        CloudWatch metrics. A failure here is recorded (`$.metricsErrors.<job>`) and never fails the run.
-        """
-        p = self.props
-        jp = sfn.JsonPath
-        title = job.capitalize()
-        dimensions = [{"Name": "Env", "Value": p.env}, {"Name": "Job", "Value": job}]
-        data = [
-            {"MetricName": name, "Dimensions": dimensions, "Value.$": f"$.summaries.{job}.{path}", "Unit": unit}
-            for name, path, unit in p.job_metrics[job]
-        ]
-        catch = {"ErrorEquals": [sfn.Errors.ALL], "ResultPath": f"$.metricsErrors.{job}", "Next": then.state_id}
-        read = sfn.CustomState(
-            self,
-            f"Read{title}Summary",
-            state_json={
-                "Type": "Task",
-                "Resource": "arn:aws:states:::aws-sdk:s3:getObject",
-                "Parameters": {
-                    "Bucket": p.output_bucket_name,
-                    "Key.$": f"States.Format('{prefix}run={{}}/summary.json', $.run.runId)",
-                },
-                "ResultSelector": {"summary.$": "States.StringToJson($.Body)"},
-                "ResultPath": f"$.summaries.{job}",
-                "Catch": [catch],
-            },
-        )
-        # Only the figures stay in the execution's data (a summary can list many input files).
-        flatten = sfn.Pass(
-            self,
-            f"{title}Figures",
-            parameters={
-                field: jp.object_at(f"$.summaries.{job}.summary.{field}") for field in ("wall_time_seconds", "counts")
-            },
-            result_path=f"$.summaries.{job}",
-        )
-        put = sfn.CustomState(
-            self,
-            f"Publish{title}Metrics",
-            state_json={
-                "Type": "Task",
-                "Resource": "arn:aws:states:::aws-sdk:cloudwatch:putMetricData",
-                "Parameters": {"Namespace": p.metrics_namespace, "MetricData": data},
-                "ResultPath": jp.DISCARD,
-                "Catch": [catch],
-            },
-        )
-        read.next(flatten).next(put).next(then)
-        return read
-
-    def _tell_loader(self, loader: LoaderTarget, then: sfn.State, on_failure: sfn.IChainable) -> sfn.CustomState:
-        """Read the shred run's `shredding_complete.json` (S3) and send its text to RDB Loader, then go on to `then`.
-
-        From the state machine, not the job: an EMR Serverless application without a VPC reaches S3, but is not
-        documented to reach SQS or SNS. The run folder is complete (the job wrote `_SUCCESS`), so a failure here,
-        after retries, fails the execution with a cause that says so (`on_failure`); a redrive sends again. A
-        second copy of the message is harmless: RDB Loader's manifest skips a folder it has loaded.
-        """
-        p = self.props
-        key = f"{p.shred_prefix}run={{}}/{LOADER_MESSAGE_FILE}"
-        read = sfn.CustomState(
-            self,
-            READ_LOADER_MESSAGE_STATE,
-            state_json={
-                "Type": "Task",
-                "Resource": "arn:aws:states:::aws-sdk:s3:getObject",
-                "Parameters": {"Bucket": p.output_bucket_name, "Key.$": f"States.Format('{key}', $.run.runId)"},
-                # The text is the message; the ETag identifies this version of the file (the deduplication id).
-                "ResultSelector": {"body.$": "$.Body", "etag.$": "$.ETag"},
-                "ResultPath": "$.loaderMessage",
-            },
-        )
-        # FIFO: the group upstream uses, and a deduplication id (so a queue without content-based deduplication
-        # takes it too) of the run and the file's version: a retried send within SQS's 5 minutes is not queued
-        # twice. Not States.Hash of the text itself: that takes at most 10,000 characters, and a run with many
-        # entity types has a longer message (the failure would be a States.Runtime error, which no Catch sees).
-        fifo = {
-            "MessageGroupId": LOADER_MESSAGE_GROUP,
-            "MessageDeduplicationId.$": "States.Hash(States.Format('{} {}', $.run.runId, $.loaderMessage.etag), "
-            "'SHA-256')",
-        }
-        parameters: dict[str, str]
-        if loader.queue_url is not None:
-            resource = "arn:aws:states:::aws-sdk:sqs:sendMessage"
-            parameters = {"QueueUrl": loader.queue_url, "MessageBody.$": "$.loaderMessage.body", **fifo}
-        else:
-            assert loader.topic_arn is not None  # LoaderTarget: a queue or a topic
-            resource = "arn:aws:states:::aws-sdk:sns:publish"
-            parameters = {"TopicArn": loader.topic_arn, "Message.$": "$.loaderMessage.body", **fifo}
-        send = sfn.CustomState(
-            self,
-            SEND_LOADER_MESSAGE_STATE,
-            state_json={
-                "Type": "Task",
-                "Resource": resource,
-                "Parameters": parameters,
-                "ResultSelector": {"messageId.$": "$.MessageId"},
-                "ResultPath": "$.loaderMessage",  # the message id replaces the text in the execution's output
-            },
-        )
-        folder = f"s3://{p.output_bucket_name}/{p.shred_prefix}run={{}}/"
-        not_told = sfn.CustomState(
-            self,
-            LOADER_NOT_TOLD_STATE,
-            state_json={
-                "Type": "Pass",
-                "Parameters": {
-                    "Error": LOADER_NOT_TOLD_ERROR,
-                    "Cause.$": f"States.Format('Run {{}} is complete ({folder} is sealed with _SUCCESS) but RDB "
-                    f"Loader was not told: sending its {LOADER_MESSAGE_FILE} to {loader.uri} failed with {{}}: {{}}. "
-                    "Redrive this execution, or start one named run-{}-resend with this runId (the run is redone, "
-                    "rerun-safe, and its message sent)', $.run.runId, $.run.runId, $.error.Error, $.error.Cause, "
-                    "$.run.runId)",
-                },
-                "ResultPath": "$.error",
-            },
-        )
-        not_told.next(on_failure)
-        for state in (read, send):
-            state.add_retry(
-                errors=[sfn.Errors.ALL],
-                interval=Duration.seconds(LOADER_RETRY_INTERVAL_SECONDS),
-                max_attempts=LOADER_RETRY_ATTEMPTS,
-                backoff_rate=LOADER_RETRY_BACKOFF,
-            )
-            state.add_catch(not_told, errors=[sfn.Errors.ALL], result_path="$.error")
-        read.next(send).next(then)
-        return read
-
-    def _arguments(self, state_name: str, incremental: bool = False) -> sfn.Pass:
-        """The command lines of both jobs: dedup's `--incremental` reads the run's ledger entry."""
-        jp = sfn.JsonPath
-        return sfn.Pass(
-            self,
-            state_name,
-            parameters={
-                "run": jp.object_at("$.run"),
-                **({"plan": jp.object_at("$.plan")} if incremental else {}),
-                "args": {
-                    "dedup": jp.array(
-                        "dedup",
-                        "--input",
-                        jp.format(
-                            "s3://{}/{}", jp.string_at("$.settings.inputBucket"), jp.string_at("$.run.inputPrefix")
-                        ),
-                        "--output",
-                        jp.string_at("$.settings.dedupOutput"),
-                        "--run-id",
-                        jp.string_at("$.run.runId"),
-                        "--config",
-                        jp.string_at("$.settings.config"),
-                        "--manifest",
-                        jp.string_at("$.settings.manifest"),
-                        # An earlier execution whose shred did not complete stops this one before it writes.
-                        "--shredded",
-                        jp.string_at("$.settings.shredOutput"),
-                        *(["--create"] if self.props.create_manifest else []),
-                        *(["--incremental"] if incremental else []),
-                    ),
-                    # dedup writes OUT/run=ID/good/: that is shred's input.
-                    "shred": jp.array(
-                        "shred",
-                        "--input",
-                        jp.format(
-                            "{}/run={}/good", jp.string_at("$.settings.dedupOutput"), jp.string_at("$.run.runId")
-                        ),
-                        "--output",
-                        jp.string_at("$.settings.shredOutput"),
-                        "--run-id",
-                        jp.string_at("$.run.runId"),
-                        "--config",
-                        jp.string_at("$.settings.config"),
-                    ),
-                },
-            },
-        )
-
-    def _job_state(self, state_name: str, job: str, on_failure: sfn.IChainable) -> sfn.CustomState:
-        """A `startJobRun.sync` task (there is no EMR Serverless task class): it waits for the job run to end."""
-        p = self.props
-        state = sfn.CustomState(
-            self,
-            state_name,
-            state_json={
-                "Type": "Task",
-                "Resource": START_JOB_RUN_SYNC,
-                "Parameters": {
-                    "ApplicationId": p.application_id,
-                    "ExecutionRoleArn": p.execution_role.role_arn,
-                    "Name.$": f"States.Format('{job}-{{}}', $.run.runId)",
-                    # A fresh token per attempt: a retry must start a new job run, not get the failed one back.
-                    "ClientToken.$": "States.UUID()",
-                    "ExecutionTimeoutMinutes": p.job_timeout_minutes,
-                    "JobDriver": {
-                        "SparkSubmit": {
-                            "EntryPoint": p.entrypoint_uri,
-                            "EntryPointArguments.$": f"$.args.{job}",
-                            "SparkSubmitParameters": p.spark_submit_parameters,
-                        }
-                    },
-                    "Tags": {"pipeline": p.name, "job": job},
-                },
-                "ResultPath": f"$.jobs.{job}",
-            },
-        )
-        if p.job_retries:
-            state.add_retry(
-                errors=[sfn.Errors.TASKS_FAILED],
-                interval=Duration.seconds(p.retry_interval_seconds),
-                max_attempts=p.job_retries,
-                backoff_rate=2,
-            )
-        state.add_catch(on_failure, errors=[sfn.Errors.ALL], result_path="$.error")
-        return state
+        self.input_plan.grant(self.state_machine)
+        self.metrics.grant(self.state_machine)
+        if self.loader is not None:
+            self.loader.grant(self.state_machine)

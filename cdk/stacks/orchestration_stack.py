@@ -22,7 +22,8 @@ from cdk.components.pipeline_monitoring import (
     PipelineMonitoringProps,
 )
 from cdk.components.pipeline_schedule import PipelineSchedule, PipelineScheduleProps
-from cdk.components.pipeline_state_machine import LoaderTarget, PipelineStateMachine, PipelineStateMachineProps
+from cdk.components.pipeline_state_machine import PipelineStateMachine, PipelineStateMachineProps
+from cdk.components.state_machine.loader_message import LoaderTarget
 from cdk.config import RETRY_INTERVAL_SECONDS, EnvConfig
 from cdk.naming import ResourceNames, resource_names
 from cdk.stacks.processing_stack import DEDUP_PREFIX, SHRED_PREFIX, ProcessingStack

@@ -51,14 +51,15 @@ def add_dedup_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--manifest",
         metavar="URI",
-        help="the events manifest for cross-batch dedup: sqlite:PATH (embedded) or dynamodb://TABLE (region and "
-        "endpoint from the usual AWS settings). Default: the config's manifest.uri; none means in-batch only",
+        help="the events manifest for cross-batch dedup: sqlite:PATH (embedded file), dynamodb://TABLE (region and "
+        "endpoint from the usual AWS settings) or lake:PATH (Parquet under a folder or s3://bucket/prefix). "
+        "Default: the config's manifest.uri; none means in-batch only",
     )
     parser.add_argument(
         "--create",
         action="store_true",
-        help="create the manifest (SQLite file, or DynamoDB on-demand table with TTL) if it does not exist; "
-        "for local and dev use, production tables come from the Storage stack",
+        help="create the manifest (SQLite file, DynamoDB on-demand table with TTL, or lake folder) if it does not "
+        "exist; for local and dev use, production tables come from the Storage stack",
     )
 
 

@@ -1,7 +1,7 @@
 """Deciding each event: natural copies, synthetic copies, within the batch and against earlier runs.
 
-Pure DataFrame functions, planned so that full lines are never shuffled, cached or parsed twice (DESIGN §4 "first"
-and the strategies are unchanged). The input is read three times, each time as cheaply as it can be:
+Pure DataFrame functions, planned so that full lines are never shuffled, cached or parsed twice (which copy is
+"first" and what the strategies do are unchanged). The input is read three times, each time as cheaply as it can be:
 1. `narrow_events`: every line split once: validity, `event_key`, fingerprint, the two timestamps (about 100 bytes
    a line, no text); the ids on more than one line are found by a window count over these narrow rows;
 2. `with_lines`: the lines to decide (invalid, an id that repeats, or one an earlier run delivered: a few percent)
@@ -35,12 +35,11 @@ IN_BATCH_NATURAL = "in_batch_natural"
 IN_BATCH_SYNTHETIC = "in_batch_synthetic"
 CROSS_BATCH_NATURAL = "cross_batch_natural"
 CROSS_BATCH_SYNTHETIC = "cross_batch_synthetic"
-REASONS = (IN_BATCH_NATURAL, IN_BATCH_SYNTHETIC, CROSS_BATCH_NATURAL, CROSS_BATCH_SYNTHETIC)
 SYNTHETIC_REASONS = (IN_BATCH_SYNTHETIC, CROSS_BATCH_SYNTHETIC)
 
 
 def first_copy_order() -> list[Column]:
-    """ "First" of DESIGN §4: earliest etl_tstamp (absent last), then collector_tstamp, then smallest line."""
+    """ "First": earliest etl_tstamp (absent last), then collector_tstamp, then smallest line."""
     return [F.col("etl_tstamp").asc_nulls_last(), F.col("collector_tstamp").asc(), F.col("line").asc()]
 
 
@@ -108,7 +107,7 @@ def decide_lines(
 
     Args:
         lines: `row_id` and `value` (from `with_row_ids`).
-        strategy: what to do with synthetic duplicates (DESIGN §1 row 4).
+        strategy: what to do with synthetic duplicates (the same event id, another fingerprint).
         fingerprint_fields: the fields hashed when a line has no event_fingerprint.
         run_time: the run's time, the failure time of bad rows.
         answers: the manifest's answers for `delivered_pairs(events)`: (`event_key`, `fingerprint`, `cross_batch`

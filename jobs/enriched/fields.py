@@ -1,6 +1,6 @@
 """The 131 fields of a Snowplow enriched event, in TSV order.
 
-Source: the Scala Analytics SDK's `Event` (see shared/reference/notes/enriched-event-fields.tsv).
+Source: the Scala Analytics SDK's `Event`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ FIELD_NAMES: tuple[str, ...] = (
 FIELD_COUNT = len(FIELD_NAMES)
 FIELD_INDEX: dict[str, int] = {name: i for i, name in enumerate(FIELD_NAMES)}
 
-# Fields the tracker sends (the client-sent fields of shared/reference/000). Left out: fields the collector
+# Fields the tracker sends (the client-sent fields). Left out: fields the collector
 # sets (collector_tstamp, v_collector, user_ipaddress, useragent, network_userid), the enrichments' output
 # (etl_tstamp, geo_*, ip_*, parsed URL parts, marketing and referer attribution, user-agent parsing, currency
 # conversion, derived_contexts, derived_tstamp, event_vendor/name/format/version), dvce_sent_tstamp (a retry
@@ -54,8 +54,8 @@ DEFAULT_FINGERPRINT_FIELDS: tuple[str, ...] = (
     "refr_domain_userid", "refr_dvce_tstamp", "true_tstamp",
 )  # fmt: skip
 
-# How the Scala Analytics SDK (what Snowplow's transformer parses with) types each field: `shared/reference/notes/
-# enriched-event-fields.tsv`, column scala_sdk_type. Every field not listed here is a string.
+# How the Scala Analytics SDK (what Snowplow's transformer parses with) types each field's `Event` member.
+# Every field not listed here is a string.
 INSTANT_FIELDS: tuple[str, ...] = (
     "etl_tstamp", "collector_tstamp", "dvce_created_tstamp", "dvce_sent_tstamp", "refr_dvce_tstamp",
     "derived_tstamp", "true_tstamp",

@@ -39,7 +39,7 @@ def has_all_fields(line: Column) -> Column:
     One backward `substring_index` scan: the text after the 130th tab from the end is everything after the
     first field exactly when there are 130 tabs (with fewer it is the whole line, with more it is shorter).
     Counting tabs by `translate`, `regexp_replace` or `split` copies the line or allocates every field; two
-    forward scans (at least 130 tabs, no 131st) cost twice as much (measured: 3.1 s of 7 s per 1M lines).
+    forward scans (at least 130 tabs, no 131st) read the line twice.
     """
     after_first_field = F.substring_index(line, "\t", 1 - FIELD_COUNT)
     first_field = F.substring_index(line, "\t", 1)
@@ -136,7 +136,7 @@ def parse_events(lines: DataFrame, fingerprint_fields: Sequence[str]) -> DataFra
     checked = lines.select(
         *others,
         line.alias("line"),
-        # Messages only for the few invalid lines: building the array for every line cost 4x the check.
+        # Messages only for the few invalid lines: building the array for every line cost more than the check.
         F.when(is_valid(line), F.array().cast("array<string>")).otherwise(line_errors(line)).alias("errors"),
         *(
             field(line, name).alias(name)
@@ -179,12 +179,12 @@ def narrow_events(lines: DataFrame, fingerprint_fields: Sequence[str], computed_
     Returns one row per line with `valid` (the same verdict as `is_valid`), and for valid lines `event_key`,
     `fingerprint` (as `parse_events` gives it), `etl_tstamp` (null when absent) and `collector_tstamp`; any other
     column of `lines` (such as `row_id`) is kept. With `computed_fingerprints` False, `fingerprint` is null
-    where the line has no event_fingerprint (the caller computes the few it needs: 1.5 s of 6.2 s on 1M lines).
+    where the line has no event_fingerprint (the caller computes the few it needs: computing them all is a large
+    share of the pass).
 
-    One `split` counts the fields and hands over every field at once: on 1M generated lines it cost 4.4 s against
-    5.3 s for `is_valid` plus a `substring_index` pair per field (Spark's byte-by-byte search in `substring_index`
-    is slower than Java's `String.split`, even with its allocations), and a missing fingerprint is computed from
-    the same array.
+    One `split` counts the fields and hands over every field at once: it costs less than `is_valid` plus a
+    `substring_index` pair per field (Spark's byte-by-byte search in `substring_index` is slower than Java's
+    `String.split`, even with its allocations), and a missing fingerprint is computed from the same array.
     """
     others = [name for name in lines.columns if name != "value"]
     split = lines.select(*others, F.split(F.col("value"), "\t").alias("all_fields"))
@@ -218,8 +218,7 @@ def computed_fingerprint(all_fields: Column, fingerprint_fields: Sequence[str]) 
 
     Written with array functions over constant arrays of names and positions, not one expression per field:
     sixty `when`s inlined into the job's generated code made its method too large for the JVM to compile
-    (HotSpot interprets methods over 8,000 bytes), and every line of the stage paid for it (`narrow_events` of
-    1M lines: 8.5 s, against 6.2 s in this form and 4.6 s with no fingerprint at all).
+    (HotSpot interprets methods over 8,000 bytes), and every line of the stage paid for it.
     """
     names = sorted(set(fingerprint_fields))
     positions = F.array(*(F.lit(FIELD_INDEX[name] + 1) for name in names))
@@ -233,7 +232,7 @@ def computed_fingerprint(all_fields: Column, fingerprint_fields: Sequence[str]) 
 
 
 def bad_row_json(line: Column, errors: Column, failure_time: datetime) -> Column:
-    """The bad-row line of DESIGN §3: `{"line":…,"errors":[{"level":"error","message":…}],"failure_tstamp":…}`."""
+    """The bad-row line: `{"line":…,"errors":[{"level":"error","message":…}],"failure_tstamp":…}`."""
     return F.to_json(
         F.struct(
             line.alias("line"),
@@ -246,7 +245,7 @@ def bad_row_json(line: Column, errors: Column, failure_time: datetime) -> Column
 def is_timestamp(value: Column) -> Column:
     """True for a UTC `yyyy-MM-dd HH:mm:ss[.fraction]` that names a real calendar day."""
     # The pattern checks shape and ranges; parsing the first 19 characters rejects what only a calendar knows
-    # (Feb 30, Apr 31), and is needed for days 29-31 alone (parsing every value cost 0.6 s per 1M lines).
+    # (Feb 30, Apr 31), and is needed for days 29-31 alone, so only those pay for the parse.
     needs_calendar = F.substring(value, 9, 2) >= "29"
     calendar_valid = F.try_to_timestamp(F.substring(value, 1, 19), F.lit("yyyy-MM-dd HH:mm:ss")).isNotNull()
     return value.rlike(TSTAMP_PATTERN) & (~needs_calendar | calendar_valid)

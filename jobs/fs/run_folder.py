@@ -91,8 +91,8 @@ class RunFolder:
 
         One write instead of one per output (each of which would read the input again): Spark writes the lines
         partitioned by their folder into the staging folder, then `move_staged` moves them to their paths.
-        (Concurrent writers instead of Spark's sort by folder, planned-write sort off: dedup of 1M events 15.6 vs
-        17.4 s, inside this machine's noise; not adopted.)
+        (Concurrent writers instead of Spark's sort by folder, planned-write sort off: no faster for dedup beyond
+        this machine's noise; not adopted.)
         """
         lines.write.mode("overwrite").option("compression", compression).partitionBy(folder_column).text(self.staging)
         self.move_staged(folder_column, folders)

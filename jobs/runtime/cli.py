@@ -1,4 +1,4 @@
-"""The command line: `python -m jobs <job> …`.
+"""The command line: `python -m jobs <job> …`, or `winnow <job> …` where the package is installed (`pip install .`).
 
 Each job has a module in `jobs/commands/` with `register(subparsers)`, which adds the job's parser and sets
 `handler`: a thin entrypoint from parsed arguments to the job's `run`.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 import traceback
@@ -46,10 +47,9 @@ class JobFailedError(WinnowError):
 SparkJob = Callable[[SparkSession, JobConfig, str, Progress], dict[str, Any]]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m jobs", description="Winnow: deduplicate and shred event data on Spark."
-    )
+def build_parser(prog: str = "python -m jobs") -> argparse.ArgumentParser:
+    """The parser of every job; `prog` is the command its usage and help name."""
+    parser = argparse.ArgumentParser(prog=prog, description="Winnow: deduplicate and shred event data on Spark.")
     subparsers = parser.add_subparsers(dest="job", required=True, metavar="JOB")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
@@ -89,12 +89,12 @@ def add_run_options(parser: argparse.ArgumentParser, run_id_help: str = RUN_ID_H
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "python -m jobs") -> int:
     """Run one job; 0 when it completed, 2 for a usage, config or environment error, 1 when the job failed.
 
     Every error ends as one line on stderr (`error: …`); `--debug` adds the traceback.
     """
-    args = build_parser().parse_args(argv)
+    args = build_parser(prog).parse_args(argv)
     debug = getattr(args, "debug", False)
     try:
         return int(args.handler(args))
@@ -110,6 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {message}{' (run with --debug for the traceback)' if unexpected and not debug else ''}",
               file=sys.stderr)  # fmt: skip
         return code
+
+
+def console_main() -> int:
+    """The `winnow` console script (pyproject.toml): `main`, its usage and help naming the command as it was run."""
+    return main(prog=os.path.basename(sys.argv[0]) or "winnow")
 
 
 def one_line(text: str) -> str:
@@ -146,7 +151,7 @@ def run_spark_job(
     """
     config = configure(load_config(args.config))
     run_id = args.run_id = args.run_id or new_run_id()  # the preflight sees the id the job gets
-    run_timestamp(run_id)  # validate before Spark starts (8-12 s): a mistake is told in under a second
+    run_timestamp(run_id)  # validate before Spark starts (which takes seconds): a mistake is told in under a second
     preflight(config)
     from jobs.runtime.progress import Reporter, StageWatcher
 

@@ -1,4 +1,4 @@
-"""Checks that need no Spark, run before Spark starts (8-12 s): a wrong path or URI is told in under a second.
+"""Checks that need no Spark, run before Spark starts (which takes seconds): a wrong path or URI is told in under a second.
 
 Spark-side checks stay where they are (`jobs.fs.input.require_input`, `open_input`): they also cover `s3://` paths,
 which are not looked at here, and a folder that changes between the two.

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from pyspark.sql import SparkSession
 
 TERMINAL_SECONDS = 5.0
-# Under 10 s with the poll itself and the thread's wake-up (a 10 s wait gave gaps of 10.1 s on a 1M run).
+# Under 10 s with the poll itself and the thread's wake-up (a 10 s wait gave gaps of a little over 10 s).
 PLAIN_SECONDS = 8.0
 
 
@@ -74,7 +74,6 @@ class Reporter:
         self.job, self.stream = job, stream
         self.terminal = stream.isatty() if terminal is None else terminal
         self.started = self.phase_started = time.monotonic()
-        self.phase = ""
         self._live = False
         self._lock = threading.Lock()
 
@@ -84,7 +83,7 @@ class Reporter:
     def __call__(self, message: str) -> None:
         """A new phase: said on a line of its own."""
         with self._lock:
-            self.phase, self.phase_started = message, time.monotonic()
+            self.phase_started = time.monotonic()
             self._clear()
             print(f"{self._prefix()} {message}", file=self.stream, flush=True)
 

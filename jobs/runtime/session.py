@@ -17,8 +17,7 @@ REQUIRED_CONF = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # Spark's own advice for HotSpot: a plan whose generated method is over 8,000 bytes of bytecode (which the JIT
     # never compiles: every row would run interpreted) falls back to per-expression code in small methods. The
-    # shred job's 131-field checks and atomic line are such plans: shred of 200,000 events 17.0 s against 23.9 s,
-    # dedup of 1M 16.4 s against 17.5 s (median of 3, alternating in one session).
+    # shred job's 131-field checks and atomic line are such plans, and shred and dedup both run faster with it.
     "spark.sql.codegen.hugeMethodLimit": "8000",
 }
 # Settings for a session the job starts itself (not under spark-submit).
@@ -29,8 +28,8 @@ LOCAL_CONF = {
     # Plain-text logs at WARN from our log4j2 file, instead of Spark 4's structured JSON at INFO.
     "spark.log.structuredLogging.enabled": "false",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
-    # One machine's cores, not a cluster's: Spark's 200 shuffle partitions made keyed 3.5x and dedup 1.1x slower
-    # on 1M events than 16 (make bench). A config's spark.conf still sets its own.
+    # One machine's cores, not a cluster's: Spark's 200 shuffle partitions made keyed and dedup slower on one
+    # machine than 16 (make bench). A config's spark.conf still sets its own.
     "spark.sql.shuffle.partitions": "16",
 }
 
@@ -41,8 +40,15 @@ def launched_by_spark_submit() -> bool:
 
 
 def spark_session(config: SparkConfig, app_name: str, verbose: bool = False) -> SparkSession:
-    """Get the session: under spark-submit its settings win; otherwise a local one from `config` (`verbose`: with
-    the warnings expected in our plans shown)."""
+    """Get the session: a running one or spark-submit's keeps its settings (plus REQUIRED_CONF); otherwise a local one
+    from `config` (`verbose`: with the warnings expected in our plans shown)."""
+    running = SparkSession.getActiveSession()
+    if running is not None:
+        # A session this process already runs (a test's, a notebook's): its settings win, as under spark-submit;
+        # applying ours to it would change them for whoever else uses it.
+        for key, value in REQUIRED_CONF.items():
+            running.conf.set(key, value)
+        return running
     builder = SparkSession.builder.appName(app_name)
     if not launched_by_spark_submit():
         builder = builder.master(config.master)

@@ -6,162 +6,56 @@ Layout `rdb` (default; Snowplow RDB transformer 6.x, read by RDB Loader; see job
   output=bad/vendor=com.snowplowanalytics.snowplow.badrows/name=loader_parsing_error/format=json/model=2/…
   shredding_complete.json (the loader's message, also sent to `output.queue`), summary.json, then _SUCCESS
   With `--format widerow` (`widerow-parquet`): the wide rows directly in output=good/, bad rows in output=bad/.
-Layout `legacy` (the R30-era RDB Shredder of shared/reference/002):
-  atomic-events/, shredded-types/vendor=V/name=N/format=F/version=M-R-A/, bad/ (DESIGN bad rows),
-  or widerow/ and bad/; summary.json, then _SUCCESS.
+Layout `legacy` (the R30-era RDB Shredder's):
+  atomic-events/, shredded-types/vendor=V/name=N/format=F/version=M-R-A/, bad/ (one JSON line per bad line: the
+  line, its errors and the failure time), or widerow/ and bad/; summary.json, then _SUCCESS.
+
+The line builders are in jobs/shred/lines.py, the wide-row writer in jobs/shred/widerow_writer.py.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType
 
 from jobs import __version__
 from jobs.config import SHRED_FORMATS, SHRED_LAYOUTS, JobConfig, ShredFormat
 from jobs.config import ShredLayout as Layout
 from jobs.contract import SUCCESS_MARKER, SUMMARY
-from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
-from jobs.enriched.parse import bad_row_json, parse_events
+from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
-from jobs.fs.input import count_lines, open_input, read_whole, require_input
+from jobs.fs.input import Input, count_lines, open_input, read_whole, require_input
 from jobs.fs.paths import absolute, check_apart
 from jobs.fs.run_folder import RunFolder
 from jobs.fs.runs import run_timestamp
-from jobs.iglu.resolver import Resolver
-from jobs.iglu.tsv import tsv_line
 from jobs.runtime.summary import table
 from jobs.shred import message, rdb
-from jobs.shred.entities import (
-    JSON_FIELDS,
-    KIND_ORDER,
-    atomic_line,
-    field_entities,
-    field_errors,
-    parse_json_fields,
-    root_tstamp,
-    shredded_line,
-    typed_entities,
-)  # fmt: skip
-from jobs.shred.plan import (
-    ShredPlan,
-    check_resolver,
-    iglu_failures,
-    is_skipped,
-    needs_resolver,
-    plan_types,
-    skip_criteria,
+from jobs.shred.lines import (
+    ATOMIC_EVENTS,
+    SHREDDED_TYPES,
+    TYPE_COLUMNS,
+    entity_uris,
+    rdb_outputs,
+    schema_key,
+    shred_events,
+    shredded_outputs,
+    with_iglu_failures,
 )
-from jobs.shred.widerow import WIDEROW_FOLDER, event_json
+from jobs.shred.plan import ShredPlan, check_resolver, is_skipped, needs_resolver, plan_types, skip_criteria
+from jobs.shred.target import DECIDED_STORAGE, Progress, ShredTarget, Written, loader_type_of
+from jobs.shred.widerow import WIDEROW_FOLDER
+from jobs.shred.widerow_writer import write_wide_rows
 
-TYPE_COLUMNS = ("vendor", "name", "format", "version")
-ATOMIC_EVENTS, SHREDDED_TYPES = "atomic-events", "shredded-types"
 SHREDDING_COMPLETE = "shredding_complete.json"
 # Everything a shred run writes directly in its folder, in either layout (a rerun may switch layouts).
 RUN_ENTRIES = (ATOMIC_EVENTS, SHREDDED_TYPES, WIDEROW_FOLDER, "bad", rdb.GOOD, rdb.BAD, SHREDDING_COMPLETE)
-
-Progress = Callable[[str], None]
-# The decided lines, when TSV shredding or the wide rows read them more than once (types, then lines), are kept on
-# disk only: a row holds the line, its fields and its entities (~4 KB), and Spark's in-memory cache of such rows ran
-# the 4 GB local driver out of heap (1M events: OutOfMemoryError with MEMORY_AND_DISK for shred-tsv and
-# widerow-parquet alike).
-DECIDED_STORAGE = StorageLevel.DISK_ONLY
-# The type of `typed_entities`, for the empty array of bad lines.
-_TYPED = "array<struct<kind:string,vendor:string,name:string,format:string,version:string,model:string,data:string>>"
-
-
-def shred_events(parsed: DataFrame, layout: Layout = "rdb") -> DataFrame:
-    """Decide every parsed line (from `parse_events`): good with its entities, or bad with all its errors.
-
-    Returns one row per input line: `line`, `good`, `errors` (legacy: parser errors, then JSON-field errors;
-    empty when good; rdb: empty), `failure` (rdb: the `loader_parsing_error` failure, null when good; legacy:
-    null), `fields` (rdb: the line split on tabs, for good lines), `event_id`, `collector_tstamp`, `root_tstamp`
-    and `entities` (`typed_entities`, empty for bad lines). An event is good only when every one of its JSON
-    fields and entities is, so it is written whole or not at all. The rdb layout also decodes every value as
-    Snowplow's SDK does (`rdb.decoding_errors`), and reports the JSON fields of any 131-field line.
-    """
-    line = F.col("line")
-    # The line split once: the field count, the JSON fields and (rdb) every value to decode come from it.
-    split = parsed.select("line", "errors", "event_id", "collector_tstamp", F.split(line, "\t").alias("all_fields"))
-    readable = (F.size("errors") == 0) if layout == "legacy" else (F.size("all_fields") == FIELD_COUNT)
-    raw_fields = (F.when(F.col("readable"), F.get("all_fields", FIELD_INDEX[name])).alias(name) for name in JSON_FIELDS)
-    with_raw = split.select("line", "errors", "event_id", "collector_tstamp", "all_fields", readable.alias("readable"))
-    with_raw = with_raw.select("*", *raw_fields)
-    with_json = with_raw.select("*", *parse_json_fields({name: F.col(name) for name in JSON_FIELDS}))
-    # Each field's entities once, in their own column: the checks and the output read them.
-    with_entities = with_json.select(
-        "line", "errors", "event_id", "collector_tstamp", "all_fields", "readable", *JSON_FIELDS,
-        *(f"{name}_env" for name in JSON_FIELDS), *(field_entities(name).alias(f"{name}_entities") for name in JSON_FIELDS),
-    )  # fmt: skip
-    no_errors = F.array().cast("array<string>")
-    json_errors = {
-        name: F.when(F.col("readable"), field_errors(name, F.col(name), F.col(f"{name}_entities"))).otherwise(no_errors)
-        for name in JSON_FIELDS
-    }
-    if layout == "legacy":
-        errors = F.concat(F.col("errors"), *json_errors.values())
-        failure = F.lit(None).cast(rdb.FAILURE_TYPE)
-        fields = F.lit(None).cast("array<string>")
-    else:
-        # In a projection of its own: the failure reads it twice, and Spark would otherwise build it twice.
-        with_entities = with_entities.select(
-            "*", F.when(F.col("readable"), rdb.decoding_errors(F.col("all_fields"), json_errors)).alias("decoding")
-        )
-        errors = no_errors
-        failure = rdb.failure(F.size("all_fields"), F.col("decoding"))
-        fields = F.when(F.col("readable"), F.col("all_fields"))
-    checked = with_entities.select(
-        "line",
-        errors.alias("errors"),
-        failure.alias("failure"),
-        fields.alias("fields"),
-        "event_id",
-        "collector_tstamp",
-        F.concat(*(F.col(f"{name}_entities") for name in KIND_ORDER)).alias("entities"),
-    )
-    is_good = (F.size("errors") == 0) & F.col("failure").isNull()
-    return checked.select(
-        "line",
-        is_good.alias("good"),
-        "errors",
-        "failure",
-        F.when(is_good, F.col("fields")).alias("fields"),
-        "event_id",
-        F.when(is_good, F.col("collector_tstamp")).alias("collector_tstamp"),
-        F.when(is_good, root_tstamp(F.col("collector_tstamp"))).alias("root_tstamp"),
-        F.when(is_good, typed_entities(F.col("entities"))).otherwise(F.array().cast(_TYPED)).alias("entities"),
-    )
-
-
-@dataclass(frozen=True)
-class Written:
-    """What a shred run wrote, for its summary and the loader's message."""
-
-    good: int
-    bad: int
-    shredded_types: dict[str, int]
-    """Entity lines per `vendor/name/format/version`."""
-    loader_types: list[message.LoaderType]
-    """Each entity type with the kind of entity it is (context or self-describing event)."""
-    min_tstamp: str | None
-    max_tstamp: str | None
-    """The earliest and latest collector_tstamp of the good events (as written; null without good events)."""
-    iglu_bad: int = 0
-    """Of `bad`: the events whose entity schemas could not be resolved (`loader_iglu_error` rows)."""
-    skipped_entities: int = 0
-    """Entities of good events not written: their type is on the `shred.skip` list."""
-    iglu_notes: tuple[str, ...] = ()
-    """One line per schema that could not be resolved or used."""
 
 
 def run(
@@ -199,6 +93,32 @@ def run(
     """
     output_format = output_format or config.shred.format
     layout = layout or config.shred.layout
+    _check_options(output_format, layout, config)
+    resolver = check_resolver(output_format, config.shred)  # before any work: a bad resolver config fails fast
+    started_at, started = datetime.now(UTC), time.monotonic()
+    run_time = run_timestamp(run_id)
+    input_path, output_path = shred_input(spark, absolute(input_path)), absolute(output_path)
+    require_input(spark, input_path)
+    check_apart("--output", output_path, {"--input": input_path})
+    folder = RunFolder(spark, output_path, run_id, "shred", RUN_ENTRIES)
+    with folder.writing():
+        source, parsed = _read(spark, config, input_path, progress)
+        folder.clear()
+        progress(f"reading and shredding {input_path} ({layout} layout)")
+        decided = shred_events(parsed, layout)
+        target = ShredTarget(folder, decided, run_time, config, output_format, layout, resolver, progress)
+        written = _write(target)
+        summary = _summary(target, written, run_id, input_path, source, started_at)
+        if layout == "rdb":
+            summary["loader_message"] = _hand_over(target, written, started_at)
+        summary["wall_time_seconds"] = round(time.monotonic() - started, 3)
+        folder.write_json(SUMMARY, summary)
+        folder.seal()
+    return summary
+
+
+def _check_options(output_format: ShredFormat, layout: Layout, config: JobConfig) -> None:
+    """Raises InvalidArgumentError: the format or layout is not allowed, or not with each other."""
     if output_format not in SHRED_FORMATS:
         raise InvalidArgumentError(f"--format: given {output_format!r}; allowed: {', '.join(SHRED_FORMATS)}")
     if layout not in SHRED_LAYOUTS:
@@ -208,50 +128,48 @@ def run(
             f"--format {output_format} with shred.tsv: TSV shredding writes the rdb layout; given --layout legacy; "
             "allowed: --layout rdb"
         )
-    resolver = check_resolver(output_format, config.shred)  # before any work: a bad resolver config fails fast
-    started_at, started = datetime.now(UTC), time.monotonic()
-    run_time = run_timestamp(run_id)
-    input_path, output_path = shred_input(spark, absolute(input_path)), absolute(output_path)
-    require_input(spark, input_path)
-    check_apart("--output", output_path, {"--input": input_path})
-    folder = RunFolder(spark, output_path, run_id, "shred", RUN_ENTRIES)
-    with folder.writing():
-        progress(f"reading every input file under {input_path} once")
-        source, _ = read_whole(spark, open_input(spark, input_path), config.input.skip_unreadable, count_lines)
-        parsed = parse_events(source.lines(spark), config.dedup.fingerprint_fields).select(
-            "line", "errors", "event_id", "collector_tstamp"
-        )
-        folder.clear()
-        progress(f"reading and shredding {input_path} ({layout} layout)")
-        decided = shred_events(parsed, layout)
-        if output_format in ("shred", "shred-tsv"):
-            written = _write_shredded(folder, decided, run_time, config, output_format, layout, resolver, progress)
-        else:
-            written = _write_wide_rows(folder, decided, run_time, config, output_format, layout, resolver, progress)
 
-        summary: dict[str, Any] = {
-            "counts": {"input": written.good + written.bad, "good": written.good, "bad": written.bad},
-            "entities": sum(written.shredded_types.values()),
-            "shredded_types": dict(sorted(written.shredded_types.items())),
-            "skipped_entities": written.skipped_entities,
-            "bad_rows": _bad_rows(written, layout),
-            "iglu": {"config": config.shred.iglu_config, "failures": list(written.iglu_notes)},
-            "job": "shred",
-            "version": __version__,
-            "run_id": run_id,
-            "format": output_format,
-            "layout": layout,
-            "input": input_path,
-            "input_files": source.summary(),
-            "output": folder.path,
-            "started_at": started_at.isoformat(timespec="seconds"),
-        }
-        if layout == "rdb":
-            summary["loader_message"] = _hand_over(folder, written, output_format, config, started_at, progress)
-        summary["wall_time_seconds"] = round(time.monotonic() - started, 3)
-        folder.write_json(SUMMARY, summary)
-        folder.seal()
-    return summary
+
+def _read(spark: SparkSession, config: JobConfig, input_path: str, progress: Progress) -> tuple[Input, DataFrame]:
+    """The input, read whole once, and its lines parsed (`line`, `errors`, `event_id`, `collector_tstamp`)."""
+    progress(f"reading every input file under {input_path} once")
+    source, _ = read_whole(spark, open_input(spark, input_path), config.input.skip_unreadable, count_lines)
+    parsed = parse_events(source.lines(spark), config.dedup.fingerprint_fields).select(
+        "line", "errors", "event_id", "collector_tstamp"
+    )
+    return source, parsed
+
+
+def _write(target: ShredTarget) -> Written:
+    """The run's outputs, as its format and layout say."""
+    if target.output_format not in ("shred", "shred-tsv"):
+        return write_wide_rows(target)
+    if target.layout == "legacy":
+        return _write_legacy(target)
+    return _write_rdb(target)
+
+
+def _summary(
+    target: ShredTarget, written: Written, run_id: str, input_path: str, source: Input, started_at: datetime
+) -> dict[str, Any]:
+    """The run's summary, without its loader message and wall time."""
+    return {
+        "counts": {"input": written.good + written.bad, "good": written.good, "bad": written.bad},
+        "entities": sum(written.shredded_types.values()),
+        "shredded_types": dict(sorted(written.shredded_types.items())),
+        "skipped_entities": written.skipped_entities,
+        "bad_rows": _bad_rows(written, target.layout),
+        "iglu": {"config": target.config.shred.iglu_config, "failures": list(written.iglu_notes)},
+        "job": "shred",
+        "version": __version__,
+        "run_id": run_id,
+        "format": target.output_format,
+        "layout": target.layout,
+        "input": input_path,
+        "input_files": source.summary(),
+        "output": target.folder.path,
+        "started_at": started_at.isoformat(timespec="seconds"),
+    }
 
 
 def _bad_rows(written: Written, layout: Layout) -> dict[str, int]:
@@ -261,16 +179,10 @@ def _bad_rows(written: Written, layout: Layout) -> dict[str, int]:
     return {"loader_parsing_error": written.bad - written.iglu_bad, "loader_iglu_error": written.iglu_bad}
 
 
-def _hand_over(
-    folder: RunFolder,
-    written: Written,
-    output_format: ShredFormat,
-    config: JobConfig,
-    started_at: datetime,
-    progress: Progress,
-) -> dict[str, Any]:
+def _hand_over(target: ShredTarget, written: Written, started_at: datetime) -> dict[str, Any]:
     """Write `shredding_complete.json` and send it to `output.queue` (before `_SUCCESS`: a run whose message was
     not sent is not complete, and its rerun sends it again; the loader's own manifest skips a loaded folder)."""
+    folder, output_format, config = target.folder, target.output_format, target.config
     widerow = output_format not in ("shred", "shred-tsv")
     document = message.shredding_complete(
         base=message.base_uri(folder.path),
@@ -290,7 +202,7 @@ def _hand_over(
     folder.write_text_file(SHREDDING_COMPLETE, text)
     sent: dict[str, Any] = {"file": SHREDDING_COMPLETE, "queue": config.output.queue}
     if config.output.queue:
-        progress(f"sending shredding_complete to {config.output.queue}")
+        target.progress(f"sending shredding_complete to {config.output.queue}")
         sent["message_id"] = message.send(config.output.queue, text)
     return sent
 
@@ -339,64 +251,44 @@ def _observed_counts(decided: DataFrame, *extra: Column) -> tuple[DataFrame, Obs
     )
 
 
-def _write_shredded(
-    folder: RunFolder,
-    decided: DataFrame,
-    run_time: datetime,
-    config: JobConfig,
-    output_format: ShredFormat,
-    layout: Layout,
-    resolver: Resolver | None,
-    progress: Progress,
-) -> Written:
-    """The atomic events, the entity lines and the bad rows in one pass over the input: each line becomes its
-    output lines.
+def _write_legacy(target: ShredTarget) -> Written:
+    """The legacy layout's atomic-events/, shredded-types/ and bad/ in one pass over the input: each line becomes
+    its output lines. Good and bad are counted while written (`observe`), entity lines per type from the files."""
+    folder = target.folder
+    observed, counts = _observed_counts(target.decided)
+    written = shredded_outputs(observed, target.run_time)
+    folder.write_text_split(written, [ATOMIC_EVENTS, SHREDDED_TYPES, "bad"], target.compression, "folder")
+    per_type = _lines_per_type(target.decided.sparkSession, f"{folder.path}/{SHREDDED_TYPES}", TYPE_COLUMNS)
+    figures = counts.get
+    return Written(
+        figures["good"], figures["bad"], per_type, [], figures["min_tstamp"], figures["max_tstamp"]
+    )  # no loader message in the legacy layout
 
-    Good and bad are counted while written (`observe`), and so are the rdb layout's entity types (a small set,
-    for the loader's message); entity lines per type are counted from the files written (one small aggregation
-    per file). TSV shredding needs each type's columns before writing: the decided lines are then persisted,
-    their distinct types collected and resolved on the driver (`plan_types`), and written from the persisted copy.
+
+def _write_rdb(target: ShredTarget) -> Written:
+    """The rdb layout's output=good/ and output=bad/ in one pass over the input: each line becomes its output lines.
+
+    Good and bad are counted while written (`observe`), and so are the entity types (a small set, for the loader's
+    message); entity lines per type are counted from the files written (one small aggregation per file). TSV
+    shredding needs each type's columns before writing: the decided lines are then persisted, their distinct types
+    collected and resolved on the driver (`plan_types`), and written from the persisted copy.
     """
-    compression = config.output.compression
+    config, decided = target.config, target.decided
     spark = decided.sparkSession
-    if layout == "legacy":
-        observed, counts = _observed_counts(decided)
-        written = shredded_outputs(observed, run_time)
-        folder.write_text_split(written, [ATOMIC_EVENTS, SHREDDED_TYPES, "bad"], compression, "folder")
-        per_type = _lines_per_type(spark, f"{folder.path}/{SHREDDED_TYPES}", TYPE_COLUMNS)
-        figures = counts.get
-        return Written(
-            figures["good"], figures["bad"], per_type, [], figures["min_tstamp"], figures["max_tstamp"]
-        )  # no loader message in the legacy layout
     plan = ShredPlan(skip=skip_criteria(config.shred))
-    persisted = needs_resolver(output_format, config.shred)
+    persisted = needs_resolver(target.output_format, config.shred)
     if persisted:
         decided = decided.persist(DECIDED_STORAGE)
     try:
         if persisted:
-            progress("collecting the entity types, to look their schemas up")
-            uris = [row["uri"] for row in _entity_uris(decided.where("good")).distinct().collect()]
-            plan = plan_types(uris, output_format, config.shred, resolver, run_time)
-            progress(f"{len(plan.tsv)} types as TSV, {len(plan.failures)} without a usable schema")
-            for note in plan.notes:
-                progress(f"iglu: {note}")
-        marked = with_iglu_failures(decided, plan)
-        skipped = F.sum(
-            F.when(F.col("good"), F.size(F.filter("entities", lambda e: is_skipped(_schema_key(e), plan.skip))))
-        )
-        observed, counts = _observed_counts(
-            marked, F.count_if(F.col("iglu_failure").isNotNull()).alias("iglu_bad"), skipped.alias("skipped")
-        )
-        types = Observation("shred types")
-        collected = F.array_join(F.array_sort(F.collect_set("type_key")), "\n")
-        lines = rdb_outputs(observed, plan).observe(types, collected.alias("types")).select("folder", "text")
-        folder.write_text_split(lines, [rdb.GOOD, rdb.BAD], compression, "folder")
+            plan = _resolved_plan(target, decided)
+        counts, types = _write_rdb_lines(target, decided, plan)
     finally:
         if persisted:
             decided.unpersist()
     keys = [key for key in types.get["types"].split("\n") if key]
-    loader_types = [_loader_type(key, "TSV" if key.split("\t")[1] in plan.tsv else "JSON") for key in keys]
-    per_type = _rdb_lines_per_type(spark, f"{folder.path}/{rdb.GOOD}", loader_types)
+    loader_types = [loader_type_of(key, "TSV" if key.split("\t")[1] in plan.tsv else "JSON") for key in keys]
+    per_type = _rdb_lines_per_type(spark, f"{target.folder.path}/{rdb.GOOD}", loader_types)
     figures = counts.get
     return Written(
         figures["good"],
@@ -411,105 +303,29 @@ def _write_shredded(
     )
 
 
-def _entity_uris(good: DataFrame) -> DataFrame:
-    """The Iglu URIs of the good events' entities (column `uri`), one row per entity."""
-    return good.select(F.explode(F.transform("entities", _schema_key)).alias("uri"))
+def _resolved_plan(target: ShredTarget, decided: DataFrame) -> ShredPlan:
+    """The plan of TSV shredding: the good events' distinct entity types, their schemas looked up on the driver."""
+    target.progress("collecting the entity types, to look their schemas up")
+    uris = [row["uri"] for row in entity_uris(decided.where("good")).distinct().collect()]
+    plan = plan_types(uris, target.output_format, target.config.shred, target.resolver, target.run_time)
+    target.progress(f"{len(plan.tsv)} types as TSV, {len(plan.failures)} without a usable schema")
+    for note in plan.notes:
+        target.progress(f"iglu: {note}")
+    return plan
 
 
-def with_iglu_failures(decided: DataFrame, plan: ShredPlan) -> DataFrame:
-    """`decided` with `iglu_failure` (the `loader_iglu_error` failure JSON, null unless an entity's type failed)
-    and `good` false for the events that have one: such an event is written whole as that bad row."""
-    failure = F.when(F.col("good"), iglu_failures(F.transform("entities", _schema_key), plan))
-    return decided.withColumn("iglu_failure", failure).withColumn(
-        "good", F.col("good") & F.col("iglu_failure").isNull()
+def _write_rdb_lines(target: ShredTarget, decided: DataFrame, plan: ShredPlan) -> tuple[Observation, Observation]:
+    """Write the rdb output lines; returns what was observed while written: the counts, and the entity types."""
+    marked = with_iglu_failures(decided, plan)
+    skipped = F.sum(F.when(F.col("good"), F.size(F.filter("entities", lambda e: is_skipped(schema_key(e), plan.skip)))))
+    observed, counts = _observed_counts(
+        marked, F.count_if(F.col("iglu_failure").isNotNull()).alias("iglu_bad"), skipped.alias("skipped")
     )
-
-
-def shredded_outputs(decided: DataFrame, run_time: datetime) -> DataFrame:
-    """The legacy output lines of the decided events (`shred_events`): `folder` (under the run folder) and `text`.
-
-    A good event gives its atomic-events line and one shredded-types line per entity; a bad one its bad row.
-    """
-    entity_lines = F.transform(
-        F.col("entities"),
-        lambda e: F.struct(
-            F.concat(
-                F.lit(f"{SHREDDED_TYPES}/"),
-                *(F.concat(F.lit(f"{'/' if i else ''}{name}="), e[name]) for i, name in enumerate(TYPE_COLUMNS)),
-            ).alias("folder"),
-            shredded_line(e, F.col("event_id"), F.col("root_tstamp")).alias("text"),
-        ),
-    )
-    atomic = F.array(F.struct(F.lit(ATOMIC_EVENTS).alias("folder"), atomic_line(F.col("line")).alias("text")))
-    bad = F.array(
-        F.struct(F.lit("bad").alias("folder"), bad_row_json(F.col("line"), F.col("errors"), run_time).alias("text"))
-    )
-    outputs = F.when(F.col("good"), F.concat(atomic, entity_lines)).otherwise(bad)
-    return decided.select(F.explode(outputs).alias("out")).select("out.folder", "out.text")
-
-
-def rdb_outputs(decided: DataFrame, plan: ShredPlan | None = None) -> DataFrame:
-    """The rdb output lines of the decided events (`with_iglu_failures`): `folder`, `text` and `type_key`
-    (`ENTITY<TAB>iglu:…` of an entity line, null for the others).
-
-    A good event gives its atomic line and a line per entity not skipped: TSV (`format=tsv`) for the types the
-    plan has columns for, JSON otherwise; an event with an Iglu failure its `loader_iglu_error` row; any other
-    bad line its `loader_parsing_error` row.
-
-    The events are exploded first, one row per output line (the event's own line has no entity), and each line
-    is built after: built inside an array function, every entity line was evaluated without generated code
-    (Spark's higher-order functions are interpreted, and with them everything inside them).
-    """
-    plan = plan or ShredPlan()
-    good = F.col("good")
-    entities = decided.schema["entities"].dataType
-    assert isinstance(entities, ArrayType)
-    no_entity = F.array(F.lit(None).cast(entities.elementType))
-    exploded = decided.select(
-        "good", "line", "fields", "failure", "event_id", "root_tstamp",
-        *(["iglu_failure", "entities"] if plan.failures else []),
-        F.explode(F.when(good, F.concat(no_entity, F.col("entities"))).otherwise(no_entity)).alias("entity"),
-    )  # fmt: skip
-    e = F.col("entity")
-    uri = _schema_key(e)
-    if plan.skip:
-        exploded = exploded.where(e.isNull() | ~is_skipped(uri, plan.skip))
-    root_id = F.lower(F.col("event_id"))  # upstream's rootId is the event's UUID, which prints lower-case
-    entity_text = shredded_line(e, root_id, F.col("root_tstamp"))
-    shredded_format = F.lit("json")
-    for key, columns in sorted(plan.tsv.items()):
-        vendor, name, schema_format, version = key.removeprefix("iglu:").split("/")
-        line = tsv_line(vendor, name, schema_format, version, root_id, F.col("root_tstamp"), e["data"], columns)
-        entity_text = F.when(uri == key, line).otherwise(entity_text)
-        shredded_format = F.when(uri == key, F.lit("tsv")).otherwise(shredded_format)
-    folder = F.when(e.isNotNull(), rdb.entity_folder(e, shredded_format)).when(
-        good, F.lit(f"{rdb.GOOD}/{rdb.ATOMIC_PATH}")
-    )
-    text = F.when(e.isNotNull(), entity_text).when(good, rdb.atomic_line(F.col("fields")))
-    if plan.failures:  # the payload's expression is large: only there when a schema failed
-        iglu_failed = F.col("iglu_failure").isNotNull()
-        folder = folder.when(iglu_failed, F.lit(f"{rdb.BAD}/{rdb.IGLU_ERROR_PATH}"))
-        payload = event_json(F.col("fields"), F.col("entities"))  # a failed event is good: it has its fields
-        text = text.when(iglu_failed, rdb.iglu_bad_row(F.col("iglu_failure"), payload, __version__))
-    folder = folder.otherwise(F.lit(f"{rdb.BAD}/{rdb.PARSING_ERROR_PATH}"))
-    text = text.otherwise(rdb.bad_row(F.col("line"), F.col("failure"), __version__))
-    type_key = F.when(e.isNotNull(), F.concat(_entity_kind(e["kind"]), F.lit("\t"), uri))
-    return exploded.select(folder.alias("folder"), text.alias("text"), type_key.alias("type_key"))
-
-
-def _entity_kind(kind: Column) -> Column:
-    return F.when(kind == "unstruct_event", F.lit("SELF_DESCRIBING_EVENT")).otherwise(F.lit("CONTEXT"))
-
-
-def _schema_key(entity: Column) -> Column:
-    return F.concat(
-        F.lit("iglu:"), F.concat_ws("/", *(entity[name] for name in TYPE_COLUMNS))
-    )  # fmt: skip
-
-
-def _loader_type(type_key: str, shredded_format: str | None) -> message.LoaderType:
-    entity, schema_key = type_key.split("\t")
-    return message.LoaderType(schema_key=schema_key, entity=entity, format=shredded_format)  # type: ignore[arg-type]
+    types = Observation("shred types")
+    collected = F.array_join(F.array_sort(F.collect_set("type_key")), "\n")
+    lines = rdb_outputs(observed, plan).observe(types, collected.alias("types")).select("folder", "text")
+    target.folder.write_text_split(lines, [rdb.GOOD, rdb.BAD], target.compression, "folder")
+    return counts, types
 
 
 def _lines_per_type(spark: SparkSession, root: str, columns: tuple[str, ...]) -> dict[str, int]:
@@ -536,123 +352,6 @@ def _rdb_lines_per_type(spark: SparkSession, good: str, loader_types: list[messa
         vendor, name, schema_format, version = loader_type.schema_key.removeprefix("iglu:").split("/")
         keys["/".join([vendor, name, *version.split("-")])] = f"{vendor}/{name}/{schema_format}/{version}"
     return {keys[path]: count for path, count in by_path.items() if path in keys}  # the atomic events are no type
-
-
-def _write_wide_rows(
-    folder: RunFolder,
-    decided: DataFrame,
-    run_time: datetime,
-    config: JobConfig,
-    output_format: ShredFormat,
-    layout: Layout,
-    resolver: Resolver | None,
-    progress: Progress,
-) -> Written:
-    """The wide rows and the bad rows (legacy: widerow/ and bad/; rdb: output=good/ and output=bad/). The entity
-    types are needed before writing (they are the columns), so the decided lines are persisted and read for the
-    counts, the types, the rows and the bad rows.
-
-    With a resolver, the rdb layout's Parquet entity columns are typed from their schemas (`jobs.shred.typed`):
-    the events whose schemas fail, or whose data does not fit the type, become `loader_iglu_error` rows, so the
-    lines are marked and persisted again (the check parses each entity once more) before anything is written.
-    """
-    from jobs.shred import widerow
-    from jobs.shred.typed import TypedFamilies, cast_failures, type_families, typed_columns
-
-    rows_folder, bad_folder = (WIDEROW_FOLDER, "bad") if layout == "legacy" else (rdb.GOOD, rdb.BAD)
-    # Without the split fields, which the rows never read (built from the line): building the cache of 1M, 86 -> 58 s.
-    decided = decided.drop("fields").persist(DECIDED_STORAGE)
-    marked = decided
-    try:
-        type_rows = _type_rows(decided.where("good"))
-        families = widerow.entity_families(type_rows)
-        typed = TypedFamilies()
-        if output_format == "widerow-parquet" and layout == "rdb" and resolver is not None:
-            progress(f"looking up the schemas of {len(families)} entity families, to type their Parquet columns")
-            typed = type_families(families, type_rows, resolver, run_time)
-            for note in typed.notes:
-                progress(f"iglu: {note}")
-            entities = F.col("entities")
-            failure = F.when(
-                F.col("good"),
-                F.coalesce(
-                    iglu_failures(F.transform("entities", _schema_key), ShredPlan(failures=typed.failures)),
-                    cast_failures(entities, families, typed),
-                ),
-            )
-            marked = (
-                decided.withColumn("iglu_failure", failure)
-                .withColumn("good", F.col("good") & F.col("iglu_failure").isNull())
-                .persist(DECIDED_STORAGE)
-            )
-        else:
-            marked = decided.withColumn("iglu_failure", F.lit(None).cast("string"))
-        good_lines, bad_lines = marked.where("good"), marked.where("not good")
-        figures = marked.agg(
-            F.count_if("good").alias("good"),
-            F.count_if(~F.col("good")).alias("bad"),
-            F.count_if(F.col("iglu_failure").isNotNull()).alias("iglu_bad"),
-            F.min(F.when(F.col("good"), F.col("collector_tstamp"))).alias("min_tstamp"),
-            F.max(F.when(F.col("good"), F.col("collector_tstamp"))).alias("max_tstamp"),
-        ).first()
-        assert figures is not None
-        if figures["iglu_bad"]:
-            type_rows = _type_rows(good_lines)  # the types of the events still good
-        types: dict[str, int] = {}
-        loader_keys: set[str] = set()
-        for row in type_rows:
-            name = "{vendor}/{name}/{format}/{version}".format(**row.asDict())
-            types[name] = types.get(name, 0) + row["count"]
-            entity = "SELF_DESCRIBING_EVENT" if row["kind"] == "unstruct_event" else "CONTEXT"
-            loader_keys.add(f"{entity}\tiglu:{name}")
-        progress(f"writing {rows_folder}/ ({output_format}, {len(families)} entity families)")
-        widerow.write(
-            folder,
-            good_lines,
-            families,
-            output_format,
-            config.output.compression,
-            rows_folder,
-            lambda entities, family: typed_columns(entities, family, typed) if family.column in typed.columns else None,
-        )
-        progress(f"writing {bad_folder}/")
-        if layout == "legacy":
-            bad_text = bad_lines.select(bad_row_json(F.col("line"), F.col("errors"), run_time))
-        else:
-            parsing_error = rdb.bad_row(F.col("line"), F.col("failure"), __version__)
-            if figures["iglu_bad"]:
-                # The line split in a projection of its own: inside the `when`, every field would split it again.
-                bad_lines = bad_lines.withColumn("split_line", F.split("line", "\t"))
-                payload = event_json(F.col("split_line"), F.col("entities"))
-                iglu_error = rdb.iglu_bad_row(F.col("iglu_failure"), payload, __version__)
-                parsing_error = F.when(F.col("iglu_failure").isNotNull(), iglu_error).otherwise(parsing_error)
-            bad_text = bad_lines.select(parsing_error)
-        folder.write_text(bad_folder, bad_text, config.output.compression)
-    finally:
-        if marked is not decided:
-            marked.unpersist()
-        decided.unpersist()
-    return Written(
-        figures["good"],
-        figures["bad"],
-        types,
-        [_loader_type(key, None) for key in sorted(loader_keys)],
-        figures["min_tstamp"],
-        figures["max_tstamp"],
-        figures["iglu_bad"],
-        0,
-        typed.notes,
-    )
-
-
-def _type_rows(good: DataFrame) -> list[Any]:
-    """The entity types of good events with their counts: rows of kind, vendor, name, format, version, count."""
-    return (
-        good.select(F.explode("entities").alias("e"))
-        .groupBy(*(F.col("e")[name].alias(name) for name in ("kind", *TYPE_COLUMNS)))
-        .count()
-        .collect()
-    )
 
 
 def render(summary: dict[str, Any]) -> str:

@@ -92,8 +92,7 @@ def decoding_errors(fields: Column, json_errors: dict[str, Column]) -> Column:
 
     The list is built only for a line that has such a value: `array_compact` is a higher-order function, which
     Spark evaluates row by row without generated code, and with it everything inside it; the plain test of every
-    value first runs in generated code (`shred_events` of 200,000 events, computed without writing: 16.0 s with the
-    list built for every line, 7.4 s built only where a value is wrong).
+    value first runs in generated code, so the row-by-row list costs only the lines that need it.
 
     Args:
         fields: the line split on tabs (131 strings).

@@ -18,7 +18,9 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from jobs.iglu.parquet import TypedColumn, cast_failed, family_columns, typed_value
+from jobs.iglu.parquet.cast import cast_failed
+from jobs.iglu.parquet.columns import TypedColumn, family_columns
+from jobs.iglu.parquet.values import typed_value
 from jobs.iglu.resolver import InvalidSchema, Resolver, SchemaKey
 from jobs.shred.plan import last_attempt_text
 from jobs.shred.widerow import Family

@@ -1,6 +1,6 @@
 """Wide rows: one row per event with its atomic fields by name and one column per entity family.
 
-Column naming follows the Snowplow analytics SDKs (shared/reference/notes/snowplow-semantics.md §9):
+Column naming follows the Snowplow analytics SDKs:
 `contexts_<vendor>_<name>_<model>` (an array of the entities' data, custom contexts then derived
 contexts, across all revisions of the model) and `unstruct_event_<vendor>_<name>_<model>` (one data object).
 The entity columns of a run are the families its good events hold, in upstream's order (contexts first, then by
@@ -118,7 +118,7 @@ def typed_value(text: Column, spark_type: str) -> Column:
     if spark_type == "boolean":
         return F.when(text == "1", F.lit(True)).when(text == "0", F.lit(False))
     # Cast only present text: `try_cast` of an empty string throws and catches an exception inside Spark, which
-    # made the casts of a wide row (most number fields are empty) ~14x slower (200k lines: 22 s against 1.6 s).
+    # made the casts of a wide row (most number fields are empty) many times slower.
     number = F.when(present, text.try_cast(spark_type))
     if spark_type == "double":
         return F.when(~F.isnan(number) & (F.abs(number) != F.lit(float("inf"))), number)
@@ -138,11 +138,7 @@ def _atomic_value(fields: Column, name: str) -> Column:
 
 
 def typed_atomic_columns(fields: Column) -> list[Column]:
-    """The 128 atomic columns, named and typed as `ATOMIC_TYPES` says, from the split line (`array<string>`).
-
-    Timestamps are Spark `timestamp`s (UTC instants, microseconds: nanoseconds are cut); `event_id` is
-    lower-cased, as upstream writes a UUID; empty text and values that do not read as their type are null.
-    """
+    """The 128 atomic columns from the split line, as `typed_value` reads them (`event_id` lower-cased)."""
     return [_atomic_value(fields, name).alias(name) for name in ATOMIC_FIELDS]
 
 
@@ -233,9 +229,8 @@ def event_json(fields: Column, entities: Column) -> Column:
 
 
 def _inner(json_object: Column) -> Column:
-    """A JSON object's text without its braces, for an object of scalar values (the atomic fields: it starts with
-    `{"` and ends with a scalar then `}`). Written with one reference to `json_object`: in a conditional branch
-    (a bad row's payload) Spark does not share subexpressions, and `substring(x, 2, length(x) - 2)` built x twice."""
+    """A JSON object's text without its braces, for an object of scalar values (it ends with a scalar, then `}`)."""
+    # One reference to the object: in a conditional branch (a bad row's payload) Spark would build a second one.
     return F.btrim(json_object, F.lit("{}"))
 
 

@@ -4,7 +4,7 @@ What is generated (deterministic for a given seed and size):
   - page views, structured events and self-describing events (link_click, change_form) with custom
     contexts (web_page) and derived contexts (ua_parser_context), about 1 KB a line;
   - about `duplicate_share` of event ids shared by more than one event, with a long tail (most shared ids
-    have 2 events, a few have thousands), as in shared/reference/000;
+    have 2 events, a few have thousands);
   - natural copies (the same event again, possibly re-enriched later: same fingerprint) and synthetic
     copies (same id, other client-sent fields: another fingerprint), large clusters being synthetic (bots
     with a broken random number generator);

@@ -1,12 +1,13 @@
 """`make bench`'s results file: `--merge` keeps the sections a run did not measure, and the table says when each
-section was measured and compares the profile with its own pass-through."""
+section was measured and compares the profile with its own pass-through; the tables go into docs/benchmarks.md."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from bench.__main__ import merged
-from bench.report import markdown
+from bench.__main__ import DOCS_PAGE, ROOT, merged
+from bench.report import END, START, markdown, update_page
 
 
 def figure(seconds: float) -> dict[str, Any]:
@@ -64,3 +65,26 @@ def test_the_large_section_is_a_table_of_its_own() -> None:
         "| winnow dedup (process) | 400.00 |  | 25,000 | 400.00 |  |  |\n"
         "| duckdb warehouse model (process) | 160.00 |  | 62,500 | 160.00 |  |  |\n"
     ) in text
+
+
+def test_the_tables_replace_what_is_between_the_markers_of_the_page_and_nothing_else(tmp_path: Path) -> None:
+    page = tmp_path / "benchmarks.md"
+    page.write_text(f"# Benchmarks\n\nHow to run it.\n\n{START}\nold tables\n{END}\n\n## What the figures say\n")
+    update_page(page, "| new | table |\n")
+    assert page.read_text() == (
+        f"# Benchmarks\n\nHow to run it.\n\n{START}\n| new | table |\n{END}\n\n## What the figures say\n"
+    )
+
+
+def test_a_page_without_the_markers_gets_them_at_its_end(tmp_path: Path) -> None:
+    page = tmp_path / "benchmarks.md"
+    page.write_text("# Benchmarks\n")
+    update_page(page, "| table |")
+    assert page.read_text() == f"# Benchmarks\n\n## Results\n\n{START}\n| table |\n{END}\n"
+
+
+def test_the_bench_writes_the_docs_page_not_the_readme() -> None:
+    assert DOCS_PAGE == ROOT / "docs" / "benchmarks.md"
+    text = DOCS_PAGE.read_text()
+    assert text.count(START) == 1 and text.count(END) == 1 and text.index(START) < text.index(END)
+    assert START not in (ROOT / "README.md").read_text()

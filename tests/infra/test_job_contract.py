@@ -70,7 +70,7 @@ def test_shred_arguments_parse_with_the_jobs_command_line(
 
 
 def test_the_rendered_arguments_are_the_documented_command_lines(entry_point_arguments: dict[str, list[str]]) -> None:
-    """The option names and order of DESIGN §3."""
+    """The option names and order the jobs' command line takes (`python -m jobs dedup|shred --help`)."""
     dedup, shred = entry_point_arguments["dedup"], entry_point_arguments["shred"]
     assert [dedup[i] for i in (0, 1, 3, 5, 7, 9, 11)] == [
         "dedup",

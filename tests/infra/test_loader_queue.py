@@ -13,7 +13,7 @@ import pytest
 
 from cdk.artifact_layout import CONFIG
 from cdk.components.loader_queue import LoaderQueueProps
-from cdk.components.pipeline_state_machine import LoaderTarget
+from cdk.components.state_machine.loader_message import LoaderTarget
 from cdk.config import CONFIG_DIR, EnvConfigError, config_from_data
 from jobs.config import JobConfig, config_from_dict
 from tests.infra.helpers import Synthesized, only, policy_statements, resources, state_machine_definition, synthesize

@@ -68,7 +68,7 @@ def test_every_input_line_is_accounted_for_in_the_outputs(spark: SparkSession, g
     # Each duplicate reason has its own folder.
     for reason, count in summary["by_reason"]["duplicates"].items():
         assert len(read_lines(run / "duplicates" / f"reason={reason}")) == count
-    # Every bad row is the DESIGN §3 JSON and quotes its input line.
+    # Every bad row is the bad-row JSON and quotes its input line.
     for text in content["bad"]:
         row = json.loads(text)
         assert set(row) == {"line", "errors", "failure_tstamp"} and row["errors"]

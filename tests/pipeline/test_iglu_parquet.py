@@ -1,4 +1,4 @@
-"""Typed wide-row entity columns (jobs/iglu/parquet.py) against upstream's own cases and outputs.
+"""Typed wide-row entity columns (jobs/iglu/parquet/) against upstream's own cases and outputs.
 
 Type cases are schema-ddl 0.27.0's FieldSpec, SuggestionSpec and MigrationSpec and rdb-loader 6.1.5's
 ParquetFieldsProviderSpec, with the expected schema-ddl types written as the Spark types they map to. The parity
@@ -34,7 +34,10 @@ from pyspark.sql.types import (
 )
 
 from jobs.iglu.names import column_name
-from jobs.iglu.parquet import TypedColumn, cast_failed, family_columns, normal_name, typed_value
+from jobs.iglu.parquet.cast import cast_failed
+from jobs.iglu.parquet.columns import TypedColumn, family_columns
+from jobs.iglu.parquet.normalize import normal_name
+from jobs.iglu.parquet.values import typed_value
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 UPSTREAM = DATA / "upstream" / "widerow"

@@ -21,7 +21,7 @@ from jobs.enriched.parse import parse_events
 from jobs.runtime.cli import main
 from jobs.shred import rdb
 from jobs.shred.entities import ATOMIC_FIELDS
-from jobs.shred.job import rdb_outputs, shred_events
+from jobs.shred.lines import rdb_outputs, shred_events
 from tests.pipeline.helpers import ID_A, LINK_CLICK, RUN_ID, WEB_PAGE, contexts, event, read_lines, shred, unstruct
 
 DATA = Path(__file__).resolve().parent.parent / "data"

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from jobs.enriched.fields import FIELD_INDEX, FIELD_NAMES
 from jobs.enriched.parse import parse_events
 from jobs.iglu.names import column_name
-from jobs.shred.job import shred_events
+from jobs.shred.lines import shred_events
 from jobs.shred.widerow import (
     ATOMIC_TYPES,
     Family,
@@ -94,7 +94,7 @@ def upstream_lines() -> list[str]:
 
 
 def decide(spark: SparkSession, lines: list[str]) -> tuple[DataFrame, list[Family]]:
-    """The good events and their entity families, as the shred job builds them (`_write_wide_rows`)."""
+    """The good events and their entity families, as the shred job builds them (`jobs.shred.widerow_writer.write_wide_rows`)."""
     raw = spark.createDataFrame([(line,) for line in lines], "value string")
     good = shred_events(parse_events(raw, ("app_id",))).where("good")
     type_rows = (

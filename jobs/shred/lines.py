@@ -1,0 +1,202 @@
+"""The shred job's line builders: every parsed line decided (good with its entities, or bad), and the output lines
+of the decided events in either layout (atomic events, entity lines as JSON or TSV, bad rows).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType
+
+from jobs import __version__
+from jobs.config import ShredLayout as Layout
+from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
+from jobs.enriched.parse import bad_row_json
+from jobs.iglu.tsv import tsv_line
+from jobs.shred import rdb
+from jobs.shred.entities import (
+    JSON_FIELDS,
+    KIND_ORDER,
+    atomic_line,
+    field_entities,
+    field_errors,
+    parse_json_fields,
+    root_tstamp,
+    shredded_line,
+    typed_entities,
+)  # fmt: skip
+from jobs.shred.plan import ShredPlan, iglu_failures, is_skipped
+from jobs.shred.widerow import event_json
+
+TYPE_COLUMNS = ("vendor", "name", "format", "version")
+ATOMIC_EVENTS, SHREDDED_TYPES = "atomic-events", "shredded-types"
+# The type of `typed_entities`, for the empty array of bad lines.
+_TYPED = "array<struct<kind:string,vendor:string,name:string,format:string,version:string,model:string,data:string>>"
+
+
+def shred_events(parsed: DataFrame, layout: Layout = "rdb") -> DataFrame:
+    """Decide every parsed line (from `parse_events`): good with its entities, or bad with all its errors.
+
+    Returns one row per input line: `line`, `good`, `errors` (legacy: parser errors, then JSON-field errors;
+    empty when good; rdb: empty), `failure` (rdb: the `loader_parsing_error` failure, null when good; legacy:
+    null), `fields` (rdb: the line split on tabs, for good lines), `event_id`, `collector_tstamp`, `root_tstamp`
+    and `entities` (`typed_entities`, empty for bad lines). An event is good only when every one of its JSON
+    fields and entities is, so it is written whole or not at all. The rdb layout also decodes every value as
+    Snowplow's SDK does (`rdb.decoding_errors`), and reports the JSON fields of any 131-field line.
+    """
+    with_entities = _with_field_entities(parsed, layout)
+    no_errors = F.array().cast("array<string>")
+    json_errors = {
+        name: F.when(F.col("readable"), field_errors(name, F.col(name), F.col(f"{name}_entities"))).otherwise(no_errors)
+        for name in JSON_FIELDS
+    }
+    if layout == "legacy":
+        errors = F.concat(F.col("errors"), *json_errors.values())
+        failure = F.lit(None).cast(rdb.FAILURE_TYPE)
+        fields = F.lit(None).cast("array<string>")
+    else:
+        # In a projection of its own: the failure reads it twice, and Spark would otherwise build it twice.
+        with_entities = with_entities.select(
+            "*", F.when(F.col("readable"), rdb.decoding_errors(F.col("all_fields"), json_errors)).alias("decoding")
+        )
+        errors = no_errors
+        failure = rdb.failure(F.size("all_fields"), F.col("decoding"))
+        fields = F.when(F.col("readable"), F.col("all_fields"))
+    checked = with_entities.select(
+        "line",
+        errors.alias("errors"),
+        failure.alias("failure"),
+        fields.alias("fields"),
+        "event_id",
+        "collector_tstamp",
+        F.concat(*(F.col(f"{name}_entities") for name in KIND_ORDER)).alias("entities"),
+    )
+    is_good = (F.size("errors") == 0) & F.col("failure").isNull()
+    return checked.select(
+        "line",
+        is_good.alias("good"),
+        "errors",
+        "failure",
+        F.when(is_good, F.col("fields")).alias("fields"),
+        "event_id",
+        F.when(is_good, F.col("collector_tstamp")).alias("collector_tstamp"),
+        F.when(is_good, root_tstamp(F.col("collector_tstamp"))).alias("root_tstamp"),
+        F.when(is_good, typed_entities(F.col("entities"))).otherwise(F.array().cast(_TYPED)).alias("entities"),
+    )
+
+
+def _with_field_entities(parsed: DataFrame, layout: Layout) -> DataFrame:
+    """The parsed lines split on tabs (`all_fields`), `readable`, and per JSON field its text, its parsed envelope
+    (`NAME_env`) and its entities (`NAME_entities`)."""
+    line = F.col("line")
+    # The line split once: the field count, the JSON fields and (rdb) every value to decode come from it.
+    split = parsed.select("line", "errors", "event_id", "collector_tstamp", F.split(line, "\t").alias("all_fields"))
+    readable = (F.size("errors") == 0) if layout == "legacy" else (F.size("all_fields") == FIELD_COUNT)
+    raw_fields = (F.when(F.col("readable"), F.get("all_fields", FIELD_INDEX[name])).alias(name) for name in JSON_FIELDS)
+    with_raw = split.select("line", "errors", "event_id", "collector_tstamp", "all_fields", readable.alias("readable"))
+    with_raw = with_raw.select("*", *raw_fields)
+    with_json = with_raw.select("*", *parse_json_fields({name: F.col(name) for name in JSON_FIELDS}))
+    # Each field's entities once, in their own column: the checks and the output read them.
+    return with_json.select(
+        "line", "errors", "event_id", "collector_tstamp", "all_fields", "readable", *JSON_FIELDS,
+        *(f"{name}_env" for name in JSON_FIELDS), *(field_entities(name).alias(f"{name}_entities") for name in JSON_FIELDS),
+    )  # fmt: skip
+
+
+def entity_uris(good: DataFrame) -> DataFrame:
+    """The Iglu URIs of the good events' entities (column `uri`), one row per entity."""
+    return good.select(F.explode(F.transform("entities", schema_key)).alias("uri"))
+
+
+def with_iglu_failures(decided: DataFrame, plan: ShredPlan) -> DataFrame:
+    """`decided` with `iglu_failure` (the `loader_iglu_error` failure JSON, null unless an entity's type failed)
+    and `good` false for the events that have one: such an event is written whole as that bad row."""
+    failure = F.when(F.col("good"), iglu_failures(F.transform("entities", schema_key), plan))
+    return decided.withColumn("iglu_failure", failure).withColumn(
+        "good", F.col("good") & F.col("iglu_failure").isNull()
+    )
+
+
+def shredded_outputs(decided: DataFrame, run_time: datetime) -> DataFrame:
+    """The legacy output lines of the decided events (`shred_events`): `folder` (under the run folder) and `text`.
+
+    A good event gives its atomic-events line and one shredded-types line per entity; a bad one its bad row.
+    """
+    entity_lines = F.transform(
+        F.col("entities"),
+        lambda e: F.struct(
+            F.concat(
+                F.lit(f"{SHREDDED_TYPES}/"),
+                *(F.concat(F.lit(f"{'/' if i else ''}{name}="), e[name]) for i, name in enumerate(TYPE_COLUMNS)),
+            ).alias("folder"),
+            shredded_line(e, F.col("event_id"), F.col("root_tstamp")).alias("text"),
+        ),
+    )
+    atomic = F.array(F.struct(F.lit(ATOMIC_EVENTS).alias("folder"), atomic_line(F.col("line")).alias("text")))
+    bad = F.array(
+        F.struct(F.lit("bad").alias("folder"), bad_row_json(F.col("line"), F.col("errors"), run_time).alias("text"))
+    )
+    outputs = F.when(F.col("good"), F.concat(atomic, entity_lines)).otherwise(bad)
+    return decided.select(F.explode(outputs).alias("out")).select("out.folder", "out.text")
+
+
+def rdb_outputs(decided: DataFrame, plan: ShredPlan | None = None) -> DataFrame:
+    """The rdb output lines of the decided events (`with_iglu_failures`): `folder`, `text` and `type_key`
+    (`ENTITY<TAB>iglu:…` of an entity line, null for the others).
+
+    A good event gives its atomic line and a line per entity not skipped: TSV (`format=tsv`) for the types the
+    plan has columns for, JSON otherwise; an event with an Iglu failure its `loader_iglu_error` row; any other
+    bad line its `loader_parsing_error` row.
+
+    The events are exploded first, one row per output line (the event's own line has no entity), and each line
+    is built after: built inside an array function, every entity line was evaluated without generated code
+    (Spark's higher-order functions are interpreted, and with them everything inside them).
+    """
+    plan = plan or ShredPlan()
+    good = F.col("good")
+    entities = decided.schema["entities"].dataType
+    assert isinstance(entities, ArrayType)
+    no_entity = F.array(F.lit(None).cast(entities.elementType))
+    exploded = decided.select(
+        "good", "line", "fields", "failure", "event_id", "root_tstamp",
+        *(["iglu_failure", "entities"] if plan.failures else []),
+        F.explode(F.when(good, F.concat(no_entity, F.col("entities"))).otherwise(no_entity)).alias("entity"),
+    )  # fmt: skip
+    e = F.col("entity")
+    uri = schema_key(e)
+    if plan.skip:
+        exploded = exploded.where(e.isNull() | ~is_skipped(uri, plan.skip))
+    root_id = F.lower(F.col("event_id"))  # upstream's rootId is the event's UUID, which prints lower-case
+    entity_text = shredded_line(e, root_id, F.col("root_tstamp"))
+    shredded_format = F.lit("json")
+    for key, columns in sorted(plan.tsv.items()):
+        vendor, name, schema_format, version = key.removeprefix("iglu:").split("/")
+        line = tsv_line(vendor, name, schema_format, version, root_id, F.col("root_tstamp"), e["data"], columns)
+        entity_text = F.when(uri == key, line).otherwise(entity_text)
+        shredded_format = F.when(uri == key, F.lit("tsv")).otherwise(shredded_format)
+    folder = F.when(e.isNotNull(), rdb.entity_folder(e, shredded_format)).when(
+        good, F.lit(f"{rdb.GOOD}/{rdb.ATOMIC_PATH}")
+    )
+    text = F.when(e.isNotNull(), entity_text).when(good, rdb.atomic_line(F.col("fields")))
+    if plan.failures:  # the payload's expression is large: only there when a schema failed
+        iglu_failed = F.col("iglu_failure").isNotNull()
+        folder = folder.when(iglu_failed, F.lit(f"{rdb.BAD}/{rdb.IGLU_ERROR_PATH}"))
+        payload = event_json(F.col("fields"), F.col("entities"))  # a failed event is good: it has its fields
+        text = text.when(iglu_failed, rdb.iglu_bad_row(F.col("iglu_failure"), payload, __version__))
+    folder = folder.otherwise(F.lit(f"{rdb.BAD}/{rdb.PARSING_ERROR_PATH}"))
+    text = text.otherwise(rdb.bad_row(F.col("line"), F.col("failure"), __version__))
+    type_key = F.when(e.isNotNull(), F.concat(_entity_kind(e["kind"]), F.lit("\t"), uri))
+    return exploded.select(folder.alias("folder"), text.alias("text"), type_key.alias("type_key"))
+
+
+def _entity_kind(kind: Column) -> Column:
+    return F.when(kind == "unstruct_event", F.lit("SELF_DESCRIBING_EVENT")).otherwise(F.lit("CONTEXT"))
+
+
+def schema_key(entity: Column) -> Column:
+    """An entity's Iglu URI, `iglu:vendor/name/format/version`."""
+    return F.concat(
+        F.lit("iglu:"), F.concat_ws("/", *(entity[name] for name in TYPE_COLUMNS))
+    )  # fmt: skip
