@@ -22,7 +22,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cdk.txt
 	@command -v java >/dev/null || { echo "Java 17 is missing: installing openjdk-17-jre-headless"; \
 		apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install -q --no-compile --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
 setup: $(VENV)/.installed ## create .venv from the pinned requirements (once)
@@ -37,8 +37,11 @@ demo: setup ## two batches of sample events through the pipeline (dedup + shred,
 	$(PY) -m jobs report --input $(DEMO)/input --output $(DEMO)/report \
 		--deduplicated $(DEMO)/output/deduplicated/run=2026-11-22-03-00-00 $(DEMO)/output/deduplicated/run=2026-11-22-04-00-00
 
-test: setup ## run the whole test suite
-	$(PY) -m pytest
+# Test processes (pytest-xdist): each module on one of them, the synthesizing tests all on one (tests/conftest.py).
+TEST_WORKERS ?= 3
+
+test: setup ## run the whole test suite (TEST_WORKERS processes)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: setup ## the quick loop: no Spark, no CDK synth, nothing slow (markers in pyproject.toml)
 	$(PY) -m pytest -m "not spark and not synth and not slow"

@@ -31,6 +31,15 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def expected(
+    spark: SparkSession, batches: Path, tmp_path_factory: pytest.TempPathFactory
+) -> list[dict[str, list[str]]]:
+    """The two runs' folders with an untroubled manifest (SQLite): what every troubled run must give."""
+    reference = tmp_path_factory.mktemp("reference")
+    return two_runs(batches, reference / "out", f"sqlite:{reference / 'manifest.db'}", "--create")
+
+
 @pytest.fixture
 def faults() -> Faults:
     return Faults()
@@ -78,9 +87,8 @@ def manifest_summary(output: Path, run_id: str) -> dict[str, Any]:
 
 @pytest.mark.slow  # about a minute of throttling
 def test_sustained_throttling_slows_the_run_and_changes_nothing(
-    spark: SparkSession, batches: Path, tmp_path: Path, endpoint: str, faults: Faults
+    batches: Path, tmp_path: Path, endpoint: str, faults: Faults, expected: list[dict[str, list[str]]]
 ) -> None:
-    expected = two_runs(batches, tmp_path / "reference", f"sqlite:{tmp_path / 'manifest.db'}", "--create")
     # The table claims far more than the stand-in serves (as when another job shares it): every second, all
     # requests above 20 are throttled. With one attempt per request every throttle is waited out by the client
     # itself, as when botocore's retry quota (500 tokens, 5 a retry) is drained.
@@ -93,9 +101,8 @@ def test_sustained_throttling_slows_the_run_and_changes_nothing(
 
 
 def test_requests_are_paced_to_the_table_capacity(
-    spark: SparkSession, batches: Path, tmp_path: Path, endpoint: str, faults: Faults
+    batches: Path, tmp_path: Path, endpoint: str, faults: Faults, expected: list[dict[str, list[str]]]
 ) -> None:
-    expected = two_runs(batches, tmp_path / "reference", f"sqlite:{tmp_path / 'manifest.db'}", "--create")
     provisioned_table(endpoint, writes=30, reads=15)  # 30 puts and 30 queries a second in all
     faults.max_per_second = 75  # the stand-in serves a little more than that
     assert two_runs(batches, tmp_path / "out", f"dynamodb://{TABLE}") == expected
@@ -111,9 +118,8 @@ def test_requests_are_paced_to_the_table_capacity(
 
 
 def test_transient_server_errors_are_waited_out_and_change_nothing(
-    spark: SparkSession, batches: Path, tmp_path: Path, endpoint: str, faults: Faults
+    batches: Path, tmp_path: Path, endpoint: str, faults: Faults, expected: list[dict[str, list[str]]]
 ) -> None:
-    expected = two_runs(batches, tmp_path / "reference", f"sqlite:{tmp_path / 'manifest.db'}", "--create")
     provisioned_table(endpoint, writes=1000, reads=1000)
     # Two of each: 500 InternalServerError, 503 ServiceUnavailable, a 500 without a DynamoDB error code.
     faults.server_errors = 6
