@@ -38,7 +38,7 @@ demo: setup ## two batches of sample events through the pipeline (dedup + shred,
 		--deduplicated $(DEMO)/output/deduplicated/run=2026-11-22-03-00-00 $(DEMO)/output/deduplicated/run=2026-11-22-04-00-00
 
 # Test processes (pytest-xdist): each module on one of them, the synthesizing tests all on one (tests/conftest.py).
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 
 test: setup ## run the whole test suite (TEST_WORKERS processes)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup

@@ -139,7 +139,11 @@ def profile_steps(spark: SparkSession, config: JobConfig, input_path: str) -> di
         "dedup: decision table (their lines read again)": lambda: computed(
             inbatch.decision_rows(with_ids, strategy, fingerprints, events=events)
         ),
-        "dedup: every line decided": lambda: computed(dedup_job.classify(lines, strategy, run_time, fingerprints)),
+        "dedup: every line decided": lambda: computed(
+            inbatch.apply_decisions(
+                with_ids, inbatch.decision_rows(with_ids, strategy, fingerprints, events=events), strategy, run_time
+            )
+        ),
         "peer: dropDuplicates (event_id, fingerprint)": lambda: computed(keyed.dropDuplicates(["id", "fp"])),
         "peer: smallest line per (event_id, fingerprint)": lambda: computed(
             keyed.groupBy("id", "fp").agg(F.min("value").alias("value"))

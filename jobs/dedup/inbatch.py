@@ -95,34 +95,6 @@ def with_lines(lines: DataFrame, events: DataFrame, fingerprint_fields: Sequence
     )
 
 
-def decide_lines(
-    lines: DataFrame,
-    strategy: SyntheticStrategy,
-    fingerprint_fields: Sequence[str],
-    run_time: datetime,
-    answers: DataFrame | None = None,
-    events: DataFrame | None = None,
-) -> DataFrame:
-    """Decide every line of one batch.
-
-    Args:
-        lines: `row_id` and `value` (from `with_row_ids`).
-        strategy: what to do with synthetic duplicates (the same event id, another fingerprint).
-        fingerprint_fields: the fields hashed when a line has no event_fingerprint.
-        run_time: the run's time, the failure time of bad rows.
-        answers: the manifest's answers for `delivered_pairs(events)`: (`event_key`, `fingerprint`, `cross_batch`
-            = SEEN_EARLIER | ID_SEEN_EARLIER) for the pairs an earlier run delivered. None: in-batch only.
-        events: `narrow_events(lines)` when the caller already has it (persisted for the manifest check);
-            its missing fingerprints may be left out (`computed_fingerprints=False`).
-
-    Returns:
-        One row per line: `outcome`, `reason` and `text` (the line to write, rewritten for `reid`; the bad-row
-        JSON for a bad line).
-    """
-    decisions = decision_rows(lines, strategy, fingerprint_fields, answers, events)
-    return apply_decisions(lines, decisions, strategy, run_time)
-
-
 def decision_rows(
     lines: DataFrame,
     strategy: SyntheticStrategy,
@@ -130,8 +102,18 @@ def decision_rows(
     answers: DataFrame | None = None,
     events: DataFrame | None = None,
 ) -> DataFrame:
-    """The decision table with each decided line's `outcome` and `reason` (see `decide_lines` for the arguments):
-    one row per line that is not plainly good; every line it does not name is good as it is."""
+    """The decision table with each decided line's `outcome` and `reason`: one row per line that is not plainly
+    good; every line it does not name is good as it is (`apply_decisions` then gives every line its text).
+
+    Args:
+        lines: `row_id` and `value` (from `with_row_ids`).
+        strategy: what to do with synthetic duplicates (the same event id, another fingerprint).
+        fingerprint_fields: the fields hashed when a line has no event_fingerprint.
+        answers: the manifest's answers for `delivered_pairs(events)`: (`event_key`, `fingerprint`, `cross_batch`
+            = SEEN_EARLIER | ID_SEEN_EARLIER) for the pairs an earlier run delivered. None: in-batch only.
+        events: `narrow_events(lines)` when the caller already has it (persisted for the manifest check);
+            its missing fingerprints may be left out (`computed_fingerprints=False`).
+    """
     answered = answers.where(F.col("cross_batch").isNotNull()) if answers is not None else None
     if events is None:
         events = narrow_events(lines, fingerprint_fields, computed_fingerprints=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -23,7 +23,6 @@ from jobs.dedup.inbatch import (
     QUARANTINED,
     SYNTHETIC_REASONS,
     apply_decisions,
-    decide_lines,
     decision_rows,
     delivered_pairs,
     with_row_ids,
@@ -51,17 +50,6 @@ SUMMARY_COUNT_NAMES = {
 }
 
 Progress = Callable[[str], None]
-
-
-def classify(
-    lines: DataFrame, strategy: SyntheticStrategy, run_time: datetime, fingerprint_fields: Sequence[str]
-) -> DataFrame:
-    """Give every input line (column `value`) its outcome, reason and output text (the bad-row JSON for bad lines),
-    in-batch only.
-
-    Returns columns `outcome`, `reason`, `text`: exactly one row per input line.
-    """
-    return decide_lines(with_row_ids(lines), strategy, fingerprint_fields, run_time)
 
 
 def output_folder() -> Column:

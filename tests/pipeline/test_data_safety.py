@@ -60,22 +60,25 @@ def wait_for(path: Path, process: subprocess.Popen[str], seconds: float = 180) -
 # 1. Two writers of one run folder.
 
 
-@pytest.mark.slow  # two Spark processes
-def test_a_second_writer_of_a_run_folder_fails_fast_naming_the_first(tmp_path: Path) -> None:
+@pytest.mark.slow  # a second Spark process
+def test_a_second_writer_of_a_run_folder_fails_fast_naming_the_first(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     source, output, barrier = write_input(tmp_path / "in"), tmp_path / "out", tmp_path / "barrier"
     barrier.mkdir()
     argv = ("dedup", "--input", str(source), "--output", str(output), "--run-id", RUN_ID)
     first = jobs_process_at_barrier(*argv, barrier=barrier)
     try:
         wait_for(barrier / "held", first)  # the first writer holds the lease and waits
-        second = subprocess.run([sys.executable, "-m", "jobs", *argv], cwd=ROOT, capture_output=True, text=True,
-                                timeout=300)  # fmt: skip
+        capsys.readouterr()
+        second = main(list(argv))  # the second writer: this process
+        second_err = capsys.readouterr().err
         (barrier / "go").touch()
         _, err = first.communicate(timeout=300)
     finally:
         first.kill()
-    assert second.returncode == 1
-    line = last_error_line(second.stderr)
+    assert second == 1
+    line = last_error_line(second_err)
     assert line.startswith(f"error: {output}/run={RUN_ID} is being written by dedup run {RUN_ID} (host ")
     assert f"pid {first.pid}," in line and "nothing was written" in line
     assert first.returncode == 0, err
@@ -84,17 +87,15 @@ def test_a_second_writer_of_a_run_folder_fails_fast_naming_the_first(tmp_path: P
     assert not (output / "_leases" / f"run={RUN_ID}.json").exists()  # released
 
 
-@pytest.mark.slow  # two Spark processes
-def test_two_table_inserts_at_once_one_commits_the_other_leaves_nothing(tmp_path: Path) -> None:
+@pytest.mark.slow  # a second Spark process
+def test_two_table_inserts_at_once_one_commits_the_other_leaves_nothing(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     table, barrier = tmp_path / "table", tmp_path / "barrier"
     barrier.mkdir()
     (tmp_path / "first.csv").write_text("id,v\nx,1\ny,2\n")
     (tmp_path / "second.csv").write_text("id,v\nw,9\n")
-    create = ["table", "create", "--table", str(table), "--engine", "replacing", "--key", "id"]
-    assert (
-        subprocess.run([sys.executable, "-m", "jobs", *create], cwd=ROOT, capture_output=True, timeout=300).returncode
-        == 0
-    )
+    assert main(["table", "create", "--table", str(table), "--engine", "replacing", "--key", "id"]) == 0
 
     def insert(name: str) -> list[str]:
         return ["table", "insert", "--table", str(table), "--input", str(tmp_path / name), "--format", "csv"]
@@ -102,13 +103,14 @@ def test_two_table_inserts_at_once_one_commits_the_other_leaves_nothing(tmp_path
     first = jobs_process_at_barrier(*insert("first.csv"), barrier=barrier)
     try:
         wait_for(barrier / "held", first)  # the first insert wrote its part and is about to commit
-        second = subprocess.run([sys.executable, "-m", "jobs", *insert("second.csv")], cwd=ROOT, capture_output=True,
-                                text=True, timeout=300)  # fmt: skip
+        capsys.readouterr()
+        second = main(insert("second.csv"))  # the second insert: this process, while the first waits to commit
+        second_err = capsys.readouterr().err
         (barrier / "go").touch()
         _, err = first.communicate(timeout=300)
     finally:
         first.kill()
-    assert second.returncode == 0, second.stderr
+    assert second == 0, second_err
     assert first.returncode == 1
     assert last_error_line(err).startswith(
         f"error: insert on {table} not committed: commit 1 was taken first by insert (committed at "

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from jobs.config import SyntheticStrategy
-from jobs.dedup.job import classify
+from jobs.dedup.inbatch import apply_decisions, decision_rows, with_row_ids
 from jobs.dedup.synthetic import uuid5, with_duplicate_context
 from jobs.enriched.fields import DEFAULT_FINGERPRINT_FIELDS, FIELD_INDEX
 from tests.pipeline.helpers import ID_A, ID_B, ID_C, event
@@ -30,8 +30,9 @@ def in_order(rows: Decided) -> Decided:
 
 def decide(spark: SparkSession, lines: list[str], strategy: SyntheticStrategy = "reid") -> Decided:
     """(outcome, reason, text) for every input line, sorted."""
-    frame = spark.createDataFrame([(line,) for line in lines], "value string")
-    rows = classify(frame, strategy, RUN_TIME, DEFAULT_FINGERPRINT_FIELDS).collect()
+    frame = with_row_ids(spark.createDataFrame([(line,) for line in lines], "value string"))
+    decisions = decision_rows(frame, strategy, DEFAULT_FINGERPRINT_FIELDS)  # as the job decides, in-batch only
+    rows = apply_decisions(frame, decisions, strategy, RUN_TIME).collect()
     return in_order([(row["outcome"], row["reason"], row["text"]) for row in rows])
 
 

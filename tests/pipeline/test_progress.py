@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import io
+import os
 import re
+import threading
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -11,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from jobs.config import JobConfig
 from jobs.dedup import job as dedup_job
-from jobs.runtime.progress import Reporter, StageStatus, StageWatcher, human_bytes
+from jobs.runtime.progress import Reporter, StageStatus, StageWatcher, human_bytes, running_stages
 from jobs.tools.generate import GenerateOptions, generate
 
 PREFIX = r"\[dedup +\d+\.\ds\]"
@@ -87,8 +91,36 @@ def test_a_real_run_reports_its_stages(spark: SparkSession, tmp_path: Path) -> N
     with StageWatcher(reporter, spark, seconds=0.05):
         dedup_job.run(spark, JobConfig(), str(source), str(tmp_path / "out"), "2026-11-25-05-00-00", reporter)
     lines = stream.getvalue().splitlines()
-    statuses = [line for line in lines if re.match(rf"{PREFIX}   stage \d+: \d+/\d+ tasks", line)]
-    assert statuses, lines
-    assert any(re.search(r", [\d.,]+ [KMG]?B read", line) for line in statuses), statuses
     phase = f"{PREFIX} reading and parsing every line of {source}; deciding the bad lines and repeated ids"
     assert any(re.fullmatch(phase, line) for line in lines), lines
+
+
+def hold_partition_one(release: str) -> Callable[[int, Iterable[str]], Iterable[str]]:
+    def hold(index: int, rows: Iterable[str]) -> Iterable[str]:
+        while index == 1 and not os.path.exists(release):
+            time.sleep(0.05)
+        return rows
+
+    return hold
+
+
+def test_a_running_stage_is_reported_with_its_tasks_and_what_its_finished_tasks_read(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A stage held open at a known point (its first task done, its second waiting for a file), so what the status
+    line shows does not depend on when it is looked at."""
+    source, release = tmp_path / "lines.txt", tmp_path / "release"
+    source.write_text("".join(f"line {n}\n" for n in range(1000)))
+    held = spark.sparkContext.textFile(str(source), 2).mapPartitionsWithIndex(hold_partition_one(str(release)))
+    job = threading.Thread(target=held.count)
+    job.start()
+    try:
+        deadline = time.monotonic() + 300  # a bound for a broken run, not a timing the test relies on
+        while not (stages := [s for s in running_stages(spark) if s.done == 1 and s.read_bytes]):
+            assert time.monotonic() < deadline, running_stages(spark)
+            time.sleep(0.05)
+    finally:
+        release.touch()
+        job.join()
+    line = StageWatcher(Reporter("dedup", io.StringIO(), terminal=False), spark).line(stages, time.monotonic())
+    assert re.fullmatch(r"stage \d+: 1/2 tasks, 1 running, [\d.,]+ [KMG]?B read", line), line
