@@ -37,11 +37,11 @@ demo: setup ## two batches of sample events through the pipeline (dedup + shred,
 	$(PY) -m jobs report --input $(DEMO)/input --output $(DEMO)/report \
 		--deduplicated $(DEMO)/output/deduplicated/run=2026-11-22-03-00-00 $(DEMO)/output/deduplicated/run=2026-11-22-04-00-00
 
-# Test processes (pytest-xdist): each module on one of them, the synthesizing tests all on one (tests/conftest.py).
+# Test processes (pytest-xdist), each module's tests on one of them (so module fixtures are built once).
 TEST_WORKERS ?= 2
 
 test: setup ## run the whole test suite (TEST_WORKERS processes)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: setup ## the quick loop: no Spark, no CDK synth, nothing slow (markers in pyproject.toml)
 	$(PY) -m pytest -m "not spark and not synth and not slow"

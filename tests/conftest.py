@@ -44,17 +44,12 @@ AWS_MODULES = ("moto", "tests.pipeline.manifest_server")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Markers by cost, so `make test-fast` can leave out Spark, synth and slow tests (see pyproject.toml).
-
-    Under pytest-xdist (`make test` runs two workers), each module's tests run on one worker, so module fixtures
-    are built once; the synthesizing tests all run on one, so each environment is synthesized once.
-    """
+    """Markers by cost, so `make test-fast` can leave out Spark, synth and slow tests (see pyproject.toml)."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         markers = sorted({marker for fixture, marker in FIXTURE_MARKERS.items() if fixture in fixtures})
         for name in markers:
             item.add_marker(name)
-        item.add_marker(pytest.mark.xdist_group("synth" if "synth" in markers else item.nodeid.split("::")[0]))
         module = getattr(item, "module", None)
         if module is not None and any(
             str(getattr(value, "__module__", getattr(value, "__name__", ""))).startswith(AWS_MODULES)

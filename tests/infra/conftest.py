@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from cdk.config import CONFIG_DIR, ENVIRONMENTS, config_from_data, load_config
+from cdk.config import CONFIG_DIR, config_from_data, load_config
 from scripts.package_jobs import build
-from tests.infra.helpers import Synthesized, synthesize
+from tests.infra.helpers import Environments, Synthesized, synthesize
 
 
 @pytest.fixture(scope="session")
@@ -25,9 +24,8 @@ def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def synthesized(build_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Synthesized]]:
-    """Every env of `ENVIRONMENTS`, synthesized once."""
-    yield {env: synthesize(load_config(env), build_dir, tmp_path_factory.mktemp(f"cdk-{env}")) for env in ENVIRONMENTS}
+def synthesized(build_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Environments:
+    return Environments(lambda env: synthesize(load_config(env), build_dir, tmp_path_factory.mktemp(f"cdk-{env}")))
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import aws_cdk as cdk
 import cdk_nag
 from aws_cdk.assertions import Template
 
-from cdk.config import EnvConfig
+from cdk.config import ENVIRONMENTS, EnvConfig
 from cdk.pipeline import Pipeline, build_pipeline, cdk_json_context
 
 Resolver = Callable[[str, Any], str]
@@ -128,3 +128,21 @@ def synthesize(config: EnvConfig, build_dir: Path, outdir: Path) -> Synthesized:
     except RuntimeError as err:  # ValidationFailed: the templates are written all the same
         error = str(err)
     return Synthesized(config, pipeline, outdir, error)
+
+
+class Environments(dict[str, Synthesized]):
+    """Every env of `ENVIRONMENTS`, each synthesized once, when first asked for: a test process (`make test` runs
+    two) whose tests need dev only never synthesizes prod."""
+
+    def __init__(self, build: Callable[[str], Synthesized]) -> None:
+        super().__init__()
+        self._build = build
+
+    def __missing__(self, env: str) -> Synthesized:
+        if env not in ENVIRONMENTS:
+            raise KeyError(env)
+        self[env] = synthesized = self._build(env)
+        return synthesized
+
+    def all(self) -> dict[str, Synthesized]:
+        return {env: self[env] for env in ENVIRONMENTS}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.infra.helpers import Synthesized, only, policy_statements, resources, state_machine_definition
+from tests.infra.helpers import Environments, Synthesized, only, policy_statements, resources, state_machine_definition
 
 SYNC = "arn:aws:states:::emr-serverless:startJobRun.sync"
 
@@ -250,8 +250,8 @@ def test_topic_enforces_tls_and_prod_subscribes_the_alarm_emails(dev: Synthesize
     )
 
 
-def test_every_stack_is_named_and_every_taggable_resource_tagged(synthesized: dict[str, Synthesized]) -> None:
-    for env, synth in synthesized.items():
+def test_every_stack_is_named_and_every_taggable_resource_tagged(synthesized: Environments) -> None:
+    for env, synth in synthesized.all().items():
         tagged = 0
         for part in ("Storage", "Processing", "Orchestration"):
             assert getattr(synth.pipeline, part.lower()).stack_name == f"Winnow-{env}-{part}"

@@ -95,42 +95,6 @@ def two_runs(batches: tuple[Path, Path], output: Path, manifest: str, *extra: st
     return run_folder_content(output / f"run={RUN_2}")
 
 
-def test_sqlite_manifest_finds_cross_batch_copies(
-    spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path
-) -> None:
-    manifest = f"sqlite:{tmp_path / 'manifest.db'}"
-    assert two_runs(batches, tmp_path / "out", manifest) == EXPECTED_RUN_2
-    summary = summary_of(tmp_path / "out", RUN_2)
-    assert summary["by_reason"]["duplicates"] == {"cross_batch_natural": 2, "in_batch_natural": 1}
-    assert summary["synthetic"] == {
-        "strategy": "reid",
-        "events": 4,
-        "good": 4,
-        "bad": 0,
-        "duplicates": 0,
-        "quarantined": 0,
-        "dropped": 0,
-        "by_reason": {"in_batch_synthetic": 2, "cross_batch_synthetic": 2},
-    }
-    # One put per distinct (event_id, fingerprint) after in-batch dedup, one look-up per event id.
-    manifest_figures = {k: summary["manifest"][k] for k in ("puts", "queries", "conditional_failures", "requests")}
-    assert manifest_figures == {"puts": 7, "queries": 5, "conditional_failures": 2, "requests": 12}
-
-    # A rerun of run 2 with its run id passes its own writes and gives the same folder.
-    assert dedup(batches[1], tmp_path / "out", RUN_2, manifest) == 0
-    assert run_folder_content(tmp_path / "out" / f"run={RUN_2}") == EXPECTED_RUN_2
-
-
-def test_dynamodb_manifest_gives_the_same_runs(
-    spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path, dynamodb: str
-) -> None:
-    assert two_runs(batches, tmp_path / "out", dynamodb) == EXPECTED_RUN_2
-    manifest = summary_of(tmp_path / "out", RUN_2)["manifest"]
-    assert (manifest["puts"], manifest["queries"], manifest["conditional_failures"]) == (7, 5, 2)
-    assert dedup(batches[1], tmp_path / "out", RUN_2, dynamodb) == 0
-    assert run_folder_content(tmp_path / "out" / f"run={RUN_2}") == EXPECTED_RUN_2
-
-
 def test_throttling_is_retried_and_changes_nothing(
     spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path, dynamodb: str, faults: Faults
 ) -> None:
@@ -243,11 +207,30 @@ def manifest_uri(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: py
         yield "dynamodb://events-manifest"
 
 
-def test_redoing_an_earlier_run_after_a_later_one_gives_its_first_output(
+def test_a_manifest_finds_cross_batch_copies_and_any_run_can_be_redone(
     spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path, manifest_uri: str
 ) -> None:
     out = tmp_path / "out"
     assert two_runs(batches, out, manifest_uri) == EXPECTED_RUN_2
+    summary = summary_of(out, RUN_2)
+    assert summary["by_reason"]["duplicates"] == {"cross_batch_natural": 2, "in_batch_natural": 1}
+    assert summary["synthetic"] == {
+        "strategy": "reid",
+        "events": 4,
+        "good": 4,
+        "bad": 0,
+        "duplicates": 0,
+        "quarantined": 0,
+        "dropped": 0,
+        "by_reason": {"in_batch_synthetic": 2, "cross_batch_synthetic": 2},
+    }
+    # One put per distinct (event_id, fingerprint) after in-batch dedup, one look-up per event id.
+    manifest_figures = {k: summary["manifest"][k] for k in ("puts", "queries", "conditional_failures", "requests")}
+    assert manifest_figures == {"puts": 7, "queries": 5, "conditional_failures": 2, "requests": 12}
+
+    # A rerun of run 2 with its run id passes its own writes and gives the same folder.
+    assert dedup(batches[1], out, RUN_2, manifest_uri) == 0
+    assert run_folder_content(out / f"run={RUN_2}") == EXPECTED_RUN_2
     first_run_1 = run_folder_content(out / f"run={RUN_1}")
     # Run 2 recorded B and C with other fingerprints: they are later, so redoing run 1 must not see them.
     assert dedup(batches[0], out, RUN_1, manifest_uri) == 0
