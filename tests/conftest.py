@@ -56,3 +56,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             for value in vars(module).values()
         ):
             item.add_marker(pytest.mark.aws)
+    items[:] = costliest_modules_first(items)
+
+
+def costliest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The modules in the order of what their tests cost by their markers (each module's tests in their order), so
+    the test processes of `make test` (one module at a time each) do not end on a long module alone."""
+    cost: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        marks = {mark.name for mark in item.iter_markers()}
+        cost[module] = cost.get(module, 0) + (30 if "slow" in marks else 5 if marks & {"spark", "synth"} else 0)
+    order = {module: rank for rank, module in enumerate(sorted(cost, key=lambda module: -cost[module]))}
+    return sorted(items, key=lambda item: order[item.nodeid.split("::")[0]])

@@ -81,7 +81,7 @@ class InputPlanner(Construct):
             self,
             "Function",
             function_name=function_name,
-            description="Plans a Winnow run: the input files no earlier run read (jobs.incremental.ledger)",
+            description="Plans a Winnow run: the input files no earlier run read (jobs.incremental)",
             runtime=RUNTIME,
             handler=HANDLER,
             code=lambda_.Code.from_asset(str(props.package_zip)),
