@@ -141,11 +141,11 @@ def trickling() -> Iterator[Registry]:
         def log_message(self, format: str, *args: Any) -> None:  # quiet test output
             pass
 
-    try:
-        with serving(state, Handler) as served:
+    with serving(state, Handler) as served:
+        try:
             yield served
-    finally:
-        stop.set()  # before the server shuts down: no answer is left trickling
+        finally:
+            stop.set()  # before the server shuts down (it waits for its answers): no answer is left trickling
 
 
 def embedded(name: str, path: str | Path, priority: int = 0, prefixes: tuple[str, ...] = ()) -> dict[str, Any]:
