@@ -39,11 +39,12 @@ def imported(path: Path) -> Iterator[str]:
             assert node.level == 0, f"{path}: relative import"
             for alias in node.names:
                 submodule = f"{node.module}.{alias.name}"
-                is_module = any(
-                    (ROOT / submodule.replace(".", "/")).with_suffix(suffix).exists() for suffix in (".py",)
+                target = ROOT / submodule.replace(".", "/")
+                yield (
+                    submodule
+                    if target.with_suffix(".py").exists() or (target / "__init__.py").exists()
+                    else node.module
                 )
-                is_package = (ROOT / submodule.replace(".", "/") / "__init__.py").exists()
-                yield submodule if is_module or is_package else node.module
 
 
 def jobs_graph() -> dict[str, set[str]]:
