@@ -41,7 +41,7 @@ def last_error_line(err: str) -> str:
 
 
 def jobs_process_at_barrier(*argv: str, barrier: Path) -> subprocess.Popen[str]:
-    """The command line, stopping at the barrier once it holds its lease (or is about to commit)."""
+    """The command line, stopping at the barrier once it holds its lease."""
     return subprocess.Popen(
         [sys.executable, "-m", "tests.pipeline.barrier", *argv], cwd=ROOT, env={**os.environ, BARRIER_VARIABLE: str(barrier)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -85,40 +85,6 @@ def test_a_second_writer_of_a_run_folder_fails_fast_naming_the_first(
     good = read_lines(output / f"run={RUN_ID}" / "good")
     assert good == sorted([event(ID_A), event(ID_B, event_fingerprint="fp-2"), event(ID_C)])  # each line once
     assert not (output / "_leases" / f"run={RUN_ID}.json").exists()  # released
-
-
-@pytest.mark.slow  # a second Spark process
-def test_two_table_inserts_at_once_one_commits_the_other_leaves_nothing(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    table, barrier = tmp_path / "table", tmp_path / "barrier"
-    barrier.mkdir()
-    (tmp_path / "first.csv").write_text("id,v\nx,1\ny,2\n")
-    (tmp_path / "second.csv").write_text("id,v\nw,9\n")
-    assert main(["table", "create", "--table", str(table), "--engine", "replacing", "--key", "id"]) == 0
-
-    def insert(name: str) -> list[str]:
-        return ["table", "insert", "--table", str(table), "--input", str(tmp_path / name), "--format", "csv"]
-
-    first = jobs_process_at_barrier(*insert("first.csv"), barrier=barrier)
-    try:
-        wait_for(barrier / "held", first)  # the first insert wrote its part and is about to commit
-        capsys.readouterr()
-        second = main(insert("second.csv"))  # the second insert: this process, while the first waits to commit
-        second_err = capsys.readouterr().err
-        (barrier / "go").touch()
-        _, err = first.communicate(timeout=300)
-    finally:
-        first.kill()
-    assert second == 0, second_err
-    assert first.returncode == 1
-    assert last_error_line(err).startswith(
-        f"error: insert on {table} not committed: commit 1 was taken first by insert (committed at "
-    )
-    # Only the winner's part is left, and only its rows are in the table.
-    (part,) = (table / "parts").iterdir()
-    assert json.loads((table / "_log" / f"{1:020d}.json").read_text())["parts"][0]["id"] == part.name
-    assert not (table / "_log" / f"{2:020d}.json").exists()
 
 
 def test_a_stale_lease_stops_the_run_until_it_is_removed(

@@ -1,6 +1,6 @@
 """The lake manifest (`lake:PATH`): the same decisions as SQLite and DynamoDB, commits, compaction, expiry, moving in.
 
-Through the command line and real Spark; DynamoDB is moto on 127.0.0.1 (the executors call it).
+Through the command line and real Spark.
 """
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ from jobs.manifest import ManifestError, open_manifest
 from jobs.manifest.lake import RunEntries, Segment, State, open_lake
 from jobs.runtime.cli import main
 from tests.pipeline.helpers import event, run_folder_content
-from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
 from tests.pipeline.test_crossbatch import reidentified
 
 IDS = {name: f"{i:08x}-0000-4000-8000-0000000000a{i}" for i, name in enumerate("ABCDEF", start=1)}
@@ -55,13 +53,6 @@ def epoch(run_id: str) -> int:
     return int(run_timestamp(run_id).timestamp())
 
 
-@pytest.fixture
-def dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    with dynamodb_on_loopback(Faults()) as endpoint:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-        yield "dynamodb://events-manifest"
-
-
 def write_batch(folder: Path, lines: list[str]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "part-0.tsv").write_text("".join(f"{text}\n" for text in lines), encoding="utf-8")
@@ -92,12 +83,12 @@ def sequence(tmp_path: Path, manifest: str) -> list[dict]:  # type: ignore[type-
     return runs
 
 
-def test_sqlite_dynamodb_and_lake_decide_alike(spark: SparkSession, tmp_path: Path, dynamodb: str) -> None:
+def test_the_lake_decides_as_sqlite_and_dynamodb_do(spark: SparkSession, tmp_path: Path) -> None:
+    # SQLite stands for both: test_manifest_contract gives DynamoDB and SQLite the same answers request by request
+    # (expiry included), and test_crossbatch the same runs, redo included.
     lake = sequence(tmp_path / "lake", f"lake:{tmp_path / 'lake' / 'manifest'}")
     sqlite = sequence(tmp_path / "sqlite", f"sqlite:{tmp_path / 'sqlite' / 'manifest.db'}")
-    table = sequence(tmp_path / "dynamodb", dynamodb)
     assert lake == sqlite
-    assert lake == table
     # What they agree on is right: run 3 delivers run 1's expired c1 again, drops run 2's live d1, re-ids e2.
     assert lake[2]["content"] == {
         "good": sorted([BATCH_3[0], reidentified(BATCH_3[2]), BATCH_3[3]]),

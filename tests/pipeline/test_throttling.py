@@ -26,7 +26,7 @@ TABLE = "events-manifest"
 def batches(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two batches of generated events, copies across them: cross-batch work for the manifest."""
     folder = tmp_path_factory.mktemp("generated")
-    assert main(["generate", "--output", str(folder), "--events", "150", "--batches", "2", "--seed", "13",
+    assert main(["generate", "--output", str(folder), "--events", "80", "--batches", "2", "--seed", "13",
                  "--duplicate-share", "0.2"]) == 0  # fmt: skip
     return folder
 

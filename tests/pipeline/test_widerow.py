@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -115,8 +116,18 @@ def test_atomic_types_are_upstreams() -> None:
     ]  # fmt: skip
 
 
-def test_widerow_parquet_schema_is_upstreams(spark: SparkSession, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def upstream_decided(spark: SparkSession) -> Iterator[tuple[DataFrame, list[Family]]]:
+    """Upstream's input events decided once for the tests that compare with upstream's outputs."""
     good, families = decide(spark, upstream_lines())
+    yield good.persist(), families
+    good.unpersist()
+
+
+def test_widerow_parquet_schema_is_upstreams(
+    spark: SparkSession, tmp_path: Path, upstream_decided: tuple[DataFrame, list[Family]]
+) -> None:
+    good, families = upstream_decided
     widerow_table(good, families).write.parquet(str(tmp_path / "widerow"))
 
     table = spark.read.parquet(str(tmp_path / "widerow"))
@@ -145,9 +156,9 @@ def _family_data(field_text: str, column: str) -> list[Any]:
     return found
 
 
-def test_widerow_json_matches_upstreams_expected_lines(spark: SparkSession) -> None:
+def test_widerow_json_matches_upstreams_expected_lines(upstream_decided: tuple[DataFrame, list[Family]]) -> None:
     lines = upstream_lines()
-    good, families = decide(spark, lines)
+    good, families = upstream_decided
     ours = {row["event_id"]: row for row in (json.loads(r["text"]) for r in widerow_json(good, families).collect())}
     expected = {
         row["event_id"]: row
