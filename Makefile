@@ -25,7 +25,13 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cdk.txt
 	$(PY) -m pip install -q --no-compile --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
-setup: $(VENV)/.installed ## create .venv from the pinned requirements (once)
+# Spark's classes archived once for the JVMs local jobs start (jobs/runtime/class_archive.py): they start and plan
+# sooner. A failed build is said and skipped: jobs then start without it.
+$(VENV)/.class-archive: $(VENV)/.installed
+	-$(PY) -m jobs.tools.build_class_archive
+	touch $@
+
+setup: $(VENV)/.installed $(VENV)/.class-archive ## create .venv from the pinned requirements, then the class archive (once)
 
 demo: setup ## two batches of sample events through the pipeline (dedup + shred, embedded manifest), then the report
 	rm -rf $(DEMO)

@@ -28,6 +28,7 @@ from typing import Any
 
 from bench import report
 from bench.measure import Figure, Sample, alternate, measure_in_process, measure_process
+from bench.timeline import timeline
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
@@ -204,20 +205,35 @@ class SparkBench:
 
 
 def process_cases(source: Path) -> dict[str, Callable[[], Sample]]:
-    """Whole processes, Spark or DuckDB start-up included: Winnow's `dedup` command, the DuckDB peer, and the
-    pass-through in a process of its own (what any Spark process pays before its work)."""
+    """Whole processes, Spark or DuckDB start-up included: Winnow's `dedup` command (with and without the class
+    archive, `jobs.runtime.class_archive`), the DuckDB peer, and the pass-through in a process of its own (what
+    any Spark process pays before its work)."""
+    from jobs.runtime.session import LOCAL_CONF
+
     config = WORK / "local-bench.json"
     config.write_text(json.dumps(SPARK_CONFIG))
+    # The same settings, with the driver's JVM options given whole (a config's own win): no class archive.
+    without_archive = WORK / "local-bench-without-class-archive.json"
+    plain_jvm = {"spark.driver.extraJavaOptions": LOCAL_CONF["spark.driver.extraJavaOptions"]}
+    without_archive.write_text(json.dumps({"spark": {**SPARK_CONFIG["spark"],
+                                                     "conf": {**SPARK_CONFIG["spark"]["conf"], **plain_jvm}}}))  # fmt: skip
     env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    winnow = python_module("jobs", "dedup", "--input", str(source), "--output", str(WORK / "out" / "proc-dedup"),
-                           "--config", str(config), "--run-id", "2026-11-22-05-00-00")  # fmt: skip
+
+    def winnow_dedup(config: Path) -> list[str]:
+        return python_module("jobs", "dedup", "--input", str(source), "--output", str(WORK / "out" / "proc-dedup"),
+                             "--config", str(config), "--run-id", "2026-11-22-05-00-00")  # fmt: skip
+
     duckdb = python_module("bench.peers.duckdb_dedup", "--input", str(source), "--output", str(WORK / "out" / "duck"))
     passthrough = python_module("bench.passthrough", "--input", str(source), "--output",
                                 str(WORK / "out" / "proc-pass"), "--config", str(config))  # fmt: skip
+    log = WORK / "processes.log"
     return {
-        "winnow dedup (process)": lambda: measure_process(winnow, env, WORK / "processes.log"),
-        "duckdb warehouse model (process)": lambda: measure_process(duckdb, env, WORK / "processes.log"),
-        "spark pass-through (process)": lambda: measure_process(passthrough, env, WORK / "processes.log"),
+        "winnow dedup (process)": lambda: measure_process(winnow_dedup(config), env, log),
+        "winnow dedup (process, without the class archive)": lambda: measure_process(
+            winnow_dedup(without_archive), env, log
+        ),
+        "duckdb warehouse model (process)": lambda: measure_process(duckdb, env, log),
+        "spark pass-through (process)": lambda: measure_process(passthrough, env, log),
     }
 
 
@@ -308,7 +324,9 @@ def main(argv: list[str] | None = None) -> int:
         results["spark_jobs"] = figures(alternate(spark_bench.enriched_cases(source), args.runs, progress=log))
     if "processes" in args.sections:
         log("whole processes: Winnow dedup vs DuckDB")
-        results["processes"] = figures(alternate(process_cases(source), args.runs, progress=log))
+        measured = alternate(process_cases(source), args.runs, progress=log)
+        results["processes"] = figures(measured)
+        results["processes_timeline"] = last_run_timeline(measured["winnow dedup (process)"])
     if "profile" in args.sections and spark_bench:
         log(f"where the time goes: the jobs' steps on {args.events:,} events, computed without writing")
         steps = spark_bench.profile_cases(source)
@@ -352,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"whole processes on {args.large_events:,} events: Winnow dedup vs DuckDB, {args.large_runs} run(s)")
         measured = alternate(large_cases(large), args.large_runs, warmup=False, progress=log)
         results["large"] = {"events": args.large_events, "bytes": input_bytes(large), **figures(measured)}
+        results["large_timeline"] = last_run_timeline(measured["winnow dedup (process)"])
     results["total_seconds"] = round(time.monotonic() - started, 1)
     date, minutes = results["machine"]["date"], round(results["total_seconds"] / 60)
     results["measured"] = {
@@ -370,7 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-RESULT_KEYS = {"spark": "spark_jobs"}  # the results key of a section, where it is not the section's name
+# The results keys of a section, where they are not just the section's name.
+RESULT_KEYS = {"spark": ("spark_jobs",), "processes": ("processes", "processes_timeline"),
+               "large": ("large", "large_timeline")}  # fmt: skip
 
 
 def merged(earlier: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
@@ -380,15 +401,21 @@ def merged(earlier: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
                      "minutes": round(earlier["total_seconds"] / 60)}  # fmt: skip
     result = dict(current)
     for section in SECTIONS:
-        key = RESULT_KEYS.get(section, section)
-        if section not in current["measured"] and key in earlier:
-            result[key] = earlier[key]
+        keys = [key for key in RESULT_KEYS.get(section, (section,)) if key in earlier]
+        if section not in current["measured"] and keys:
+            result.update({key: earlier[key] for key in keys})
             result["measured"][section] = earlier.get("measured", {}).get(section, earlier_stamp)
     return result
 
 
 def input_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.glob("*.tsv"))
+
+
+def last_run_timeline(figure: Figure) -> list[dict[str, Any]]:
+    """The steps of the last timed run of a whole `dedup` process (`bench.timeline`)."""
+    run = figure.runs[-1]
+    return timeline(run.result, run.seconds)
 
 
 def figures(measured: dict[str, Figure]) -> dict[str, Any]:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 
 @dataclass
@@ -105,22 +106,35 @@ def tree_rss_mb(root: int) -> float:
 
 
 def measure_process(command: Sequence[str], env: dict[str, str] | None = None, log: Path | None = None) -> Sample:
-    """Run a whole command; wall time and the peak resident memory of its process tree (sampled every 0.2 s).
+    """Run a whole command; wall time and the peak resident memory of its process tree (sampled every 0.2 s). The
+    result is its output lines (stdout and stderr as they came), each with the seconds since it started.
 
     Raises:
         subprocess.CalledProcessError: the command failed (its output is in `log`).
     """
-    with open(log or os.devnull, "ab") as out:
+    stamped: list[tuple[float, str]] = []
+    with open(log or os.devnull, "a", encoding="utf-8") as out:
         started = time.monotonic()
-        process = subprocess.Popen(list(command), stdout=out, stderr=out, env={**os.environ, **(env or {})})
+        process = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})  # fmt: skip
+        reader = threading.Thread(target=_stamp_lines, args=(process, started, stamped, out), daemon=True)
+        reader.start()
         peak = 0.0
         while process.poll() is None:
             peak = max(peak, tree_rss_mb(process.pid))
             time.sleep(0.2)
         seconds = time.monotonic() - started
+        reader.join()
     if process.returncode != 0:
         raise subprocess.CalledProcessError(process.returncode, list(command))
-    return Sample(seconds, peak)
+    return Sample(seconds, peak, stamped)
+
+
+def _stamp_lines(process: subprocess.Popen[str], started: float, stamped: list[tuple[float, str]], log: TextIO) -> None:
+    assert process.stdout is not None
+    for line in process.stdout:
+        stamped.append((time.monotonic() - started, line.rstrip("\n")))
+        log.write(line)
 
 
 def alternate(

@@ -29,6 +29,16 @@ def _figure_rows(figures: dict[str, Any], baseline: float | None, events: int | 
     return rows
 
 
+def _timeline_rows(steps: list[dict[str, Any]] | None, input_text: str) -> list[str]:
+    if not steps:
+        return []
+    total = sum(step["seconds"] for step in steps)
+    rows = [f"Where the last of those Winnow dedup processes spent its {total:.1f} s ({input_text}; each step "
+            "begins at the line the job prints for it):", "", "| step | s | share |", "| --- | ---: | ---: |"]  # fmt: skip
+    rows += [f"| {step['step']} | {step['seconds']:.2f} | {step['seconds'] / total:.0%} |" for step in steps]
+    return [*rows, ""]
+
+
 HEADER = [
     "| case | median s | x pass-through | events/s | runs s | warm-up s | peak RSS MB |",
     "| --- | ---: | ---: | ---: | --- | ---: | ---: |",
@@ -51,15 +61,17 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["Sections measured in separate runs (only ratios within a section compare): " + "; ".join(
             f"{name} {stamp['date']} (--runs {stamp['runs']}, {stamp['minutes']} min)"
             for name, stamp in measured.items()) + ".", ""]  # fmt: skip
+    processes = results.get("processes")
+    if processes:
+        lines += ["Whole processes, what every EMR job run and every scheduled local run pays (wall time with "
+                  "start-up; peak RSS of the process tree, sampled):", ""]  # fmt: skip
+        lines += [*HEADER, *_figure_rows(processes, None, events), ""]
+        lines += _timeline_rows(results.get("processes_timeline"), f"{events:,} events")
     spark_jobs = results.get("spark_jobs")
     if spark_jobs:
         baseline = spark_jobs[BASELINE]["median_seconds"]
         lines += ["Spark jobs in one session (job time, Spark start-up excluded; peak RSS of the Spark JVM):", ""]
         lines += [*HEADER, *_figure_rows(spark_jobs, baseline, events), ""]
-    processes = results.get("processes")
-    if processes:
-        lines += ["Whole processes (wall time with start-up; peak RSS of the process tree, sampled):", ""]
-        lines += [*HEADER, *_figure_rows(processes, None, events), ""]
     profile = results.get("profile")
     if profile:
         own = profile.get(BASELINE) or (spark_jobs or {}).get(BASELINE)  # older results had no own pass-through
@@ -73,6 +85,7 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [f"Whole processes on {large['events']:,} events ({large['bytes'] / 1e9:.1f} GB; no warm-up, each "
                   "output removed after its run):", ""]  # fmt: skip
         lines += [*HEADER, *_figure_rows(cases, None, large["events"]), ""]
+        lines += _timeline_rows(results.get("large_timeline"), f"{large['events']:,} events")
     keyed = results.get("keyed")
     if keyed:
         rows = results["settings"]["keyed_rows"]

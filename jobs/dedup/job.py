@@ -156,6 +156,7 @@ def run(
                 summary["manifest"]["pacing"] = pacing
             summary["started_at"] = started_at.isoformat(timespec="seconds")
             summary["wall_time_seconds"] = round(time.monotonic() - started, 3)
+            progress(f"sealing {folder.path}: summary.json, then _SUCCESS")
             folder.write_json(contract.SUMMARY, summary)
             folder.seal()
             if register is not None:
@@ -258,7 +259,9 @@ def _deduplicate(
         progress(f"writing every line of {source.path} where its decision says")
         observed, observation = counted(apply_decisions(lines, decisions, strategy, run_time))
         written = observed.select(output_folder().alias("folder"), "text")
-        folder.write_text_split(written, sorted(set(OUTPUT_FOLDERS.values())), config.output.compression, "folder")
+        folder.write_text_split(
+            written, sorted(set(OUTPUT_FOLDERS.values())), config.output.compression, "folder", progress
+        )
         counts = outcome_counts(decisions, observation.get["lines"])
         if check is not None and manifest is not None:
             progress(f"recording this run's events in {manifest.uri}")

@@ -4,7 +4,7 @@ last)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import unquote
@@ -86,7 +86,14 @@ class RunFolder:
         """Where a job writes partitioned output before `move_staged` puts each partition in its place."""
         return f"{self.path}/{STAGING}"
 
-    def write_text_split(self, lines: DataFrame, folders: Sequence[str], compression: str, folder_column: str) -> None:
+    def write_text_split(
+        self,
+        lines: DataFrame,
+        folders: Sequence[str],
+        compression: str,
+        folder_column: str,
+        progress: Callable[[str], None] = lambda message: None,
+    ) -> None:
         """Write a (`folder_column`, text) DataFrame in one pass, each line under the run-folder path it names.
 
         One write instead of one per output (each of which would read the input again): Spark writes the lines
@@ -95,6 +102,7 @@ class RunFolder:
         this machine's noise; not adopted.)
         """
         lines.write.mode("overwrite").option("compression", compression).partitionBy(folder_column).text(self.staging)
+        progress(f"moving the written files from {self.staging} into place")
         self.move_staged(folder_column, folders)
 
     def move_staged(self, column: str, folders: Sequence[str]) -> None:

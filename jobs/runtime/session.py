@@ -7,6 +7,7 @@ import os
 from pyspark.sql import SparkSession
 
 from jobs.config import SparkConfig
+from jobs.runtime import class_archive
 from jobs.runtime.log4j2 import LOG4J2_CONFIG, VERBOSE_JAVA_OPTION
 
 # Settings every job relies on, whoever starts Spark.
@@ -52,11 +53,23 @@ def spark_session(config: SparkConfig, app_name: str, verbose: bool = False) -> 
     builder = SparkSession.builder.appName(app_name)
     if not launched_by_spark_submit():
         builder = builder.master(config.master)
-        local = dict(LOCAL_CONF)
-        if verbose:
-            local["spark.driver.extraJavaOptions"] += f" {VERBOSE_JAVA_OPTION}"
-        for key, value in {**local, **config.conf}.items():
+        for key, value in local_conf(config, verbose).items():
             builder = builder.config(key, value)
     for key, value in REQUIRED_CONF.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def local_conf(config: SparkConfig, verbose: bool = False, archive_options: str | None = None) -> dict[str, str]:
+    """The settings of a session the job starts itself: LOCAL_CONF, the driver JVM mapping the class archive when
+    there is one to use (`archive_options`: `class_archive.java_options()` unless given), then the config's own
+    `spark.conf` (which wins, key by key)."""
+    local = dict(LOCAL_CONF)
+    java_options = [local["spark.driver.extraJavaOptions"]]
+    if verbose:
+        java_options.append(VERBOSE_JAVA_OPTION)
+    archive_options = class_archive.java_options() if archive_options is None else archive_options
+    if archive_options:
+        java_options.append(archive_options)
+    local["spark.driver.extraJavaOptions"] = " ".join(java_options)
+    return {**local, **config.conf}

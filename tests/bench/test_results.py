@@ -8,6 +8,7 @@ from typing import Any
 
 from bench.__main__ import DOCS_PAGE, ROOT, merged
 from bench.report import END, START, markdown, update_page
+from bench.timeline import timeline
 
 
 def figure(seconds: float) -> dict[str, Any]:
@@ -88,3 +89,48 @@ def test_the_bench_writes_the_docs_page_not_the_readme() -> None:
     text = DOCS_PAGE.read_text()
     assert text.count(START) == 1 and text.count(END) == 1 and text.index(START) < text.index(END)
     assert START not in (ROOT / "README.md").read_text()
+
+
+def test_the_timeline_of_a_process_adds_up_to_its_wall_time_and_names_each_step() -> None:
+    stamped = [
+        (0.4, "[dedup    0.0s] starting Spark"),
+        (0.7, "WARNING: Using incubator modules: jdk.incubator.vector"),
+        (6.5, "[dedup    6.1s] reading and parsing every line of /in; deciding the bad lines and repeated ids"),
+        (14.5, "[dedup   14.1s]   stage 3: 2/8 tasks, 1 running"),
+        (20.0, "[dedup   19.6s] writing every line of /in where its decision says"),
+        (31.0, "[dedup   30.6s] moving the written files from /out/run=1/_staging into place"),
+        (31.5, "[dedup   31.1s] sealing /out/run=1: summary.json, then _SUCCESS"),
+        (31.6, "Winnow dedup  run 2026-11-22-05-00-00"),
+        (31.7, "  input lines     1,000"),
+    ]
+    steps = timeline(stamped, 33.0)
+    assert [(step["step"], step["seconds"]) for step in steps] == [
+        ("Python start and imports", 0.4),
+        ("JVM and Spark session start", 6.1),
+        ("first pass: every line read, parsed, the decision table built", 13.5),
+        ("every line read again, decided and written", 11.0),
+        ("written files moved into place", 0.5),
+        ("summary.json and _SUCCESS", 0.1),
+        ("summary printed, Spark stopped, process exit", 1.4),
+    ]
+    assert round(sum(step["seconds"] for step in steps), 2) == 33.0
+
+
+def test_merge_keeps_the_timeline_with_its_section_and_the_whole_process_table_comes_first() -> None:
+    steps = [{"step": "JVM and Spark session start", "seconds": 6.0}, {"step": "the rest", "seconds": 18.0}]
+    earlier = results("2026-11-25T12:00:00+00:00", 2, {
+        "processes": {"winnow dedup (process)": figure(24.0)}, "processes_timeline": steps,
+    })  # fmt: skip
+    current = results("2026-11-25T15:00:00+00:00", 2, {"spark_jobs": {"pass-through": figure(2.0)}})
+    current["measured"] = {"spark": {"date": "2026-11-25T15:00:00+00:00", "runs": 2, "minutes": 10}}
+
+    combined = merged(earlier, current)
+
+    assert combined["processes_timeline"] == steps
+    text = markdown(combined)
+    assert text.index("Whole processes") < text.index("Spark jobs in one session")
+    assert (
+        "Where the last of those Winnow dedup processes spent its 24.0 s (1,000 events; each step begins at the "
+        "line the job prints for it):\n\n| step | s | share |\n| --- | ---: | ---: |\n"
+        "| JVM and Spark session start | 6.00 | 25% |\n| the rest | 18.00 | 75% |\n"
+    ) in text

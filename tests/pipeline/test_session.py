@@ -1,11 +1,19 @@
-"""The job's session: a running session keeps its settings (a job run in-process does not change them)."""
+"""The job's session: a running session keeps its settings (a job run in-process does not change them); a session
+the job starts maps the class archive when there is a whole one."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
 from pyspark.sql import SparkSession
 
 from jobs.config import SparkConfig
-from jobs.runtime.session import LOCAL_CONF, REQUIRED_CONF, spark_session
+from jobs.runtime.class_archive import java_options, record_of, usable_archive
+from jobs.runtime.log4j2 import VERBOSE_JAVA_OPTION
+from jobs.runtime.session import LOCAL_CONF, REQUIRED_CONF, local_conf, spark_session
 
 
 def test_a_running_session_keeps_its_settings_and_gets_the_required_ones(spark: SparkSession) -> None:
@@ -17,3 +25,42 @@ def test_a_running_session_keeps_its_settings_and_gets_the_required_ones(spark: 
     assert given is spark
     assert spark.conf.get("spark.sql.shuffle.partitions") == before
     assert {key: spark.conf.get(key) for key in REQUIRED_CONF} == REQUIRED_CONF
+
+
+def test_a_local_session_maps_the_class_archive_and_the_configs_own_options_win() -> None:
+    base = LOCAL_CONF["spark.driver.extraJavaOptions"]
+    archive = "-XX:SharedArchiveFile=/venv/share/winnow/spark-classes.jsa -Xlog:cds=off -Xlog:cds+dynamic=off"
+    assert local_conf(SparkConfig(), archive_options=archive)["spark.driver.extraJavaOptions"] == f"{base} {archive}"
+    assert local_conf(SparkConfig(), verbose=True, archive_options="")["spark.driver.extraJavaOptions"] == (
+        f"{base} {VERBOSE_JAVA_OPTION}"
+    )
+    own = SparkConfig(conf={"spark.driver.extraJavaOptions": "-Xss4m", "spark.sql.shuffle.partitions": "7"})
+    assert local_conf(own, archive_options=archive) == {
+        **LOCAL_CONF, "spark.driver.extraJavaOptions": "-Xss4m", "spark.sql.shuffle.partitions": "7"
+    }  # fmt: skip
+
+
+def test_the_class_archive_is_used_only_when_whole_and_of_this_pyspark(tmp_path: Path) -> None:
+    archive, record = tmp_path / "spark-classes.jsa", tmp_path / "spark-classes.json"
+    assert java_options(archive, record) == ""  # none built
+    archive.write_bytes(b"\0" * 1000)
+    assert java_options(archive, record) == ""  # no record: its builder did not finish
+    record.write_text(json.dumps(record_of(archive)))
+    assert java_options(archive, record) == (f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off")
+    with archive.open("r+b") as file:
+        file.truncate(600)  # a truncated archive crashes the JVM that maps it: not used
+    assert usable_archive(archive, record) is None
+    record.write_text(json.dumps({"bytes": 600, "pyspark": "3.5.0"}))  # built for another pyspark
+    assert usable_archive(archive, record) is None
+    record.write_text("{")
+    assert usable_archive(archive, record) is None
+
+
+def test_a_session_the_jobs_start_maps_the_class_archive_setup_built(spark: SparkSession) -> None:
+    """The test session is started as a job starts its own (`spark_session`): with `make setup`'s archive."""
+    archive = usable_archive()
+    if archive is None:
+        pytest.skip("no class archive in this environment (make setup builds it)")
+    jvm: Any = spark.sparkContext._jvm
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert f"-XX:SharedArchiveFile={archive}" in arguments

@@ -1,0 +1,104 @@
+"""`python -m jobs.tools.build_class_archive`: build the class-data sharing archive that local Spark jobs start with
+(`jobs.runtime.class_archive`). `make setup` runs it once; run it again after changing the JDK or pyspark.
+
+The archive holds the classes a JVM loaded in a small `run` (dedup against a SQLite manifest, then shred): a
+first run writes it at its exit, a second run must start with it (the JVM refuses to start otherwise), and only
+then does it replace the archive in place, with the record that lets jobs use it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from jobs.errors import WinnowError
+from jobs.runtime.class_archive import ARCHIVE, RECORD, record_of
+from jobs.runtime.log4j2 import LOG4J2_CONFIG
+from jobs.tools.generate import GenerateOptions, generate
+
+RUN_ID = "2026-01-01-00-00-00"
+# Starts a session with the archive and runs one query: the JVM refuses to start when it cannot map it.
+STARTS_WITH_IT = """
+import sys
+from jobs.config import SparkConfig
+from jobs.runtime.session import spark_session
+conf = {"spark.driver.extraJavaOptions": sys.argv[1]}
+assert spark_session(SparkConfig(master="local[1]", conf=conf), "class-archive-check").range(3).count() == 3
+"""
+
+
+class ClassArchiveError(WinnowError):
+    """The archive could not be built or did not start a JVM; jobs then start without one, as before."""
+
+    exit_code = 1
+
+
+def java_options(options: str) -> str:
+    return f"-Dlog4j2.configurationFile={LOG4J2_CONFIG} {options}"
+
+
+def checked(command: list[str], what: str) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise ClassArchiveError(f"class archive: {what} failed (exit {done.returncode}): {last}")
+
+
+def run_dumping(work: Path, archive: Path) -> None:
+    """A small `run` in a JVM of its own that writes the classes it loaded into `archive` at its exit."""
+    config = work / "config.json"
+    conf = {"spark.driver.extraJavaOptions": java_options(f"-XX:ArchiveClassesAtExit={archive}"),
+            "spark.sql.shuffle.partitions": "2"}  # fmt: skip
+    config.write_text(json.dumps({"spark": {"master": "local[2]", "conf": conf}}))
+    checked([sys.executable, "-m", "jobs", "run", "--input", str(work / "in"), "--output", str(work / "out"),
+             "--run-id", RUN_ID, "--manifest", f"sqlite:{work / 'manifest.db'}", "--create", "--config", str(config)],
+            "the run that writes it")  # fmt: skip
+
+
+def build(archive: Path = ARCHIVE, record: Path = RECORD) -> Path:
+    """Build the archive and put it in place (with its record); returns its path.
+
+    Raises:
+        ClassArchiveError: a run failed, wrote no archive, or could not start with it.
+    """
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    dumped = archive.with_name(f".{archive.name}.{os.getpid()}")  # beside it, so the rename is atomic
+    try:
+        with tempfile.TemporaryDirectory(prefix="winnow-class-archive-") as folder:
+            work = Path(folder)
+            generate(work / "in", GenerateOptions(events=200, seed=1, files=2))
+            run_dumping(work, dumped)
+        if not dumped.exists():
+            raise ClassArchiveError(f"class archive: the JVM wrote no {dumped} at its exit")
+        starts = java_options(f"-XX:SharedArchiveFile={dumped} -Xshare:on")
+        checked([sys.executable, "-c", STARTS_WITH_IT, starts], "a session started with it")
+        recorded = json.dumps(record_of(dumped)) + "\n"
+        record.unlink(missing_ok=True)  # no record names the archive while it is being replaced
+        os.replace(dumped, archive)
+        record.write_text(recorded, encoding="utf-8")
+    finally:
+        dumped.unlink(missing_ok=True)
+    return archive
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs.tools.build_class_archive", description=__doc__.splitlines()[0]
+    )
+    parser.parse_args(argv)
+    try:
+        path = build()
+    except ClassArchiveError as err:
+        print(f"error: {err}; local jobs start without it", file=sys.stderr)
+        return err.exit_code
+    print(f"class archive: {path} ({path.stat().st_size / 1e6:,.0f} MB), used by the jobs' local Spark sessions")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
