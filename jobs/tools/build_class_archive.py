@@ -22,6 +22,8 @@ from jobs.runtime.log4j2 import LOG4J2_CONFIG
 from jobs.tools.generate import GenerateOptions, generate
 
 RUN_ID = "2026-01-01-00-00-00"
+# A bound for a run that hangs (each takes well under a minute), so `make setup` never waits for ever.
+TIMEOUT_SECONDS = 600
 # Starts a session with the archive and runs one query: the JVM refuses to start when it cannot map it.
 STARTS_WITH_IT = """
 import sys
@@ -42,8 +44,12 @@ def java_options(options: str) -> str:
     return f"-Dlog4j2.configurationFile={LOG4J2_CONFIG} {options}"
 
 
-def checked(command: list[str], what: str) -> None:
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+def checked(command: list[str], what: str, seconds: float = TIMEOUT_SECONDS) -> None:
+    """Run `command`; raises ClassArchiveError, naming `what`, when it fails or takes over `seconds`."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        raise ClassArchiveError(f"class archive: {what} took over {seconds:g} s, stopped") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise ClassArchiveError(f"class archive: {what} failed (exit {done.returncode}): {last}")
