@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import json
 import os
 import platform
@@ -26,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import report
+from bench import other_pyspark, report
 from bench.measure import Figure, Sample, alternate, measure_in_process, measure_process
 from bench.timeline import timeline
 
@@ -34,6 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
 WORK = ROOT / "bench" / "work"
 DOCS_PAGE = ROOT / "docs" / "benchmarks.md"  # the page whose tables each run rewrites
+PROCESS_RUN_ID = "2026-11-22-05-00-00"
+PROCESS_OUTPUT = WORK / "out" / "proc-dedup"
+OTHER_PROCESS_OUTPUT = WORK / "out" / "proc-dedup-other-pyspark"
 SECTIONS = ("spark", "processes", "profile", "keyed", "scaling", "manifest", "crossbatch", "large")
 # `large` (a 10M-event input of ~15 GB, generated once) runs only when asked for.
 DEFAULT_SECTIONS = [name for name in SECTIONS if name != "large"]
@@ -204,10 +208,11 @@ class SparkBench:
         return result
 
 
-def process_cases(source: Path) -> dict[str, Callable[[], Sample]]:
+def process_cases(source: Path, other: tuple[str, Path] | None = None) -> dict[str, Callable[[], Sample]]:
     """Whole processes, Spark or DuckDB start-up included: Winnow's `dedup` command (with and without the class
     archive, `jobs.runtime.class_archive`), the DuckDB peer, and the pass-through in a process of its own (what
-    any Spark process pays before its work)."""
+    any Spark process pays before its work); with `other` (a pyspark version and the python that has it), Winnow's
+    `dedup` on that Spark too, into a folder of its own."""
     from jobs.runtime.session import LOCAL_CONF
 
     config = WORK / "local-bench.json"
@@ -219,22 +224,40 @@ def process_cases(source: Path) -> dict[str, Callable[[], Sample]]:
                                                      "conf": {**SPARK_CONFIG["spark"]["conf"], **plain_jvm}}}))  # fmt: skip
     env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
 
-    def winnow_dedup(config: Path) -> list[str]:
-        return python_module("jobs", "dedup", "--input", str(source), "--output", str(WORK / "out" / "proc-dedup"),
-                             "--config", str(config), "--run-id", "2026-11-22-05-00-00")  # fmt: skip
+    def winnow_dedup(config: Path, python: str = sys.executable, output: Path = PROCESS_OUTPUT) -> list[str]:
+        return [python, "-m", "jobs", "dedup", "--input", str(source), "--output", str(output), "--config", str(config),
+                "--run-id", PROCESS_RUN_ID]  # fmt: skip
 
     duckdb = python_module("bench.peers.duckdb_dedup", "--input", str(source), "--output", str(WORK / "out" / "duck"))
     passthrough = python_module("bench.passthrough", "--input", str(source), "--output",
                                 str(WORK / "out" / "proc-pass"), "--config", str(config))  # fmt: skip
     log = WORK / "processes.log"
-    return {
+    cases = {
         "winnow dedup (process)": lambda: measure_process(winnow_dedup(config), env, log),
         "winnow dedup (process, without the class archive)": lambda: measure_process(
             winnow_dedup(without_archive), env, log
         ),
+    }
+    if other is not None:
+        version, python = other
+        command = winnow_dedup(config, str(python), OTHER_PROCESS_OUTPUT)
+        cases[f"winnow dedup (process, pyspark {version})"] = lambda: measure_process(
+            command, {**env, "PYSPARK_PYTHON": str(python)}, log
+        )
+    return cases | {
         "duckdb warehouse model (process)": lambda: measure_process(duckdb, env, log),
         "spark pass-through (process)": lambda: measure_process(passthrough, env, log),
     }
+
+
+def output_lines(run_folder: Path) -> dict[str, list[str]]:
+    """Every output folder of a dedup run with its lines, sorted (part files are named by Spark, gzip or not)."""
+    outputs: dict[str, list[str]] = {}
+    for part in sorted(run_folder.rglob("part-*")):
+        opener = gzip.open if part.suffix == ".gz" else open
+        with opener(part, "rt", encoding="utf-8") as lines:
+            outputs.setdefault(str(part.parent.relative_to(run_folder)), []).extend(lines)
+    return {folder: sorted(lines) for folder, lines in outputs.items()}
 
 
 def large_cases(source: Path) -> dict[str, Callable[[], Sample]]:
@@ -300,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="keep the sections of the existing --results file that this run does not measure",
     )
+    parser.add_argument("--other-pyspark", metavar="VERSION",
+                        help="processes: Winnow's dedup on this pyspark too (a venv of its own in bench/), outputs "
+                        "compared line by line with the pinned one's")  # fmt: skip
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results.json")
     parser.add_argument("--no-docs", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args(argv)
@@ -323,10 +349,15 @@ def main(argv: list[str] | None = None) -> int:
         log(f"Spark jobs on {args.events:,} events")
         results["spark_jobs"] = figures(alternate(spark_bench.enriched_cases(source), args.runs, progress=log))
     if "processes" in args.sections:
+        other = (args.other_pyspark, other_pyspark.python_with(args.other_pyspark)) if args.other_pyspark else None
         log("whole processes: Winnow dedup vs DuckDB")
-        measured = alternate(process_cases(source), args.runs, progress=log)
+        measured = alternate(process_cases(source, other), args.runs, progress=log)
         results["processes"] = figures(measured)
         results["processes_timeline"] = last_run_timeline(measured["winnow dedup (process)"])
+        if other:
+            run = f"run={PROCESS_RUN_ID}"
+            same = output_lines(PROCESS_OUTPUT / run) == output_lines(OTHER_PROCESS_OUTPUT / run)
+            results["processes_other_pyspark"] = {"version": other[0], "identical_outputs": same}
     if "profile" in args.sections and spark_bench:
         log(f"where the time goes: the jobs' steps on {args.events:,} events, computed without writing")
         steps = spark_bench.profile_cases(source)
@@ -390,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # The results keys of a section, where they are not just the section's name.
-RESULT_KEYS = {"spark": ("spark_jobs",), "processes": ("processes", "processes_timeline"),
+RESULT_KEYS = {"spark": ("spark_jobs",), "processes": ("processes", "processes_timeline", "processes_other_pyspark"),
                "large": ("large", "large_timeline")}  # fmt: skip
 
 

@@ -66,6 +66,11 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["Whole processes, what every EMR job run and every scheduled local run pays (wall time with "
                   "start-up; peak RSS of the process tree, sampled):", ""]  # fmt: skip
         lines += [*HEADER, *_figure_rows(processes, None, events), ""]
+        other = results.get("processes_other_pyspark")
+        if other:
+            same = "identical" if other["identical_outputs"] else "NOT identical"
+            lines += [f"The outputs of Winnow's dedup on pyspark {other['version']} and on {results['machine']['spark']}: "
+                      f"{same} (every output folder's lines compared).", ""]  # fmt: skip
         lines += _timeline_rows(results.get("processes_timeline"), f"{events:,} events")
     spark_jobs = results.get("spark_jobs")
     if spark_jobs:

@@ -3,10 +3,12 @@ section was measured and compares the profile with its own pass-through; the tab
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 from typing import Any
 
-from bench.__main__ import DOCS_PAGE, ROOT, merged
+from bench.__main__ import DOCS_PAGE, ROOT, merged, output_lines
+from bench.other_pyspark import requirements_with
 from bench.report import END, START, markdown, update_page
 from bench.timeline import timeline
 
@@ -134,3 +136,29 @@ def test_merge_keeps_the_timeline_with_its_section_and_the_whole_process_table_c
         "line the job prints for it):\n\n| step | s | share |\n| --- | ---: | ---: |\n"
         "| JVM and Spark session start | 6.00 | 25% |\n| the rest | 18.00 | 75% |\n"
     ) in text
+
+
+def test_the_other_pyspark_gets_the_same_pins_but_pysparks() -> None:
+    pinned = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    other = requirements_with("4.1.1").splitlines()
+    assert [line for line in other if line.startswith("pyspark")] == ["pyspark==4.1.1"]
+    assert [line for line in other if not line.startswith("pyspark")] == [
+        line for line in pinned if not line.startswith("pyspark")
+    ]
+
+
+def test_outputs_compare_line_by_line_whatever_the_part_files(tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    (one / "good").mkdir(parents=True)
+    (one / "good" / "part-00000-a.txt.gz").write_bytes(gzip.compress(b"b\na\n"))
+    (one / "good" / "part-00001-a.txt.gz").write_bytes(gzip.compress(b"c\n"))
+    (two / "good").mkdir(parents=True)
+    (two / "good" / "part-00000-b.txt.gz").write_bytes(gzip.compress(b"c\nb\na\n"))
+    (two / "_SUCCESS").touch()
+    assert output_lines(one) == output_lines(two) == {"good": ["a\n", "b\n", "c\n"]}
+    (two / "bad").mkdir()
+    (two / "bad" / "part-00000-b.txt").write_text("x\n")
+    assert output_lines(one) != output_lines(two)
+    run = results("2026-11-26T13:00:00+00:00", 3, {"processes": {"winnow dedup (process)": figure(28.9)},
+                                                   "processes_other_pyspark": {"version": "4.1.1", "identical_outputs": True}})  # fmt: skip
+    assert "The outputs of Winnow's dedup on pyspark 4.1.1 and on 4.0.2: identical" in markdown(run)
