@@ -115,8 +115,9 @@ def measure_process(command: Sequence[str], env: dict[str, str] | None = None, l
     stamped: list[tuple[float, str]] = []
     with open(log or os.devnull, "a", encoding="utf-8") as out:
         started = time.monotonic()
+        # errors="replace": a byte that is not UTF-8 (a JVM's message) must not stop the reader and lose lines.
         process = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})  # fmt: skip
+                                   errors="replace", env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})  # fmt: skip
         reader = threading.Thread(target=_stamp_lines, args=(process, started, stamped, out), daemon=True)
         reader.start()
         peak = 0.0

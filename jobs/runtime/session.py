@@ -60,16 +60,14 @@ def spark_session(config: SparkConfig, app_name: str, verbose: bool = False) -> 
     return builder.getOrCreate()
 
 
-def local_conf(config: SparkConfig, verbose: bool = False, archive_options: str | None = None) -> dict[str, str]:
+def local_conf(config: SparkConfig, verbose: bool = False) -> dict[str, str]:
     """The settings of a session the job starts itself: LOCAL_CONF, the driver JVM mapping the class archive when
-    there is one to use (`archive_options`: `class_archive.java_options()` unless given), then the config's own
-    `spark.conf` (which wins, key by key)."""
+    there is one to use, then the config's own `spark.conf` (which wins, key by key)."""
     local = dict(LOCAL_CONF)
     java_options = [local["spark.driver.extraJavaOptions"]]
     if verbose:
         java_options.append(VERBOSE_JAVA_OPTION)
-    archive_options = class_archive.java_options() if archive_options is None else archive_options
-    if archive_options:
+    if archive_options := class_archive.java_options():
         java_options.append(archive_options)
     local["spark.driver.extraJavaOptions"] = " ".join(java_options)
     return {**local, **config.conf}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from jobs.errors import WinnowError
 from jobs.runtime.class_archive import ARCHIVE, RECORD, record_of
-from jobs.runtime.log4j2 import LOG4J2_CONFIG
+from jobs.runtime.session import LOCAL_CONF
 from jobs.tools.generate import GenerateOptions, generate
 
 RUN_ID = "2026-01-01-00-00-00"
@@ -40,8 +40,9 @@ class ClassArchiveError(WinnowError):
     exit_code = 1
 
 
-def java_options(options: str) -> str:
-    return f"-Dlog4j2.configurationFile={LOG4J2_CONFIG} {options}"
+def driver_options(options: str) -> str:
+    """`options` after the driver JVM options every local job starts with (the log4j2 configuration)."""
+    return f"{LOCAL_CONF['spark.driver.extraJavaOptions']} {options}"
 
 
 def checked(command: list[str], what: str, seconds: float = TIMEOUT_SECONDS) -> None:
@@ -58,7 +59,7 @@ def checked(command: list[str], what: str, seconds: float = TIMEOUT_SECONDS) -> 
 def run_dumping(work: Path, archive: Path) -> None:
     """A small `run` in a JVM of its own that writes the classes it loaded into `archive` at its exit."""
     config = work / "config.json"
-    conf = {"spark.driver.extraJavaOptions": java_options(f"-XX:ArchiveClassesAtExit={archive}"),
+    conf = {"spark.driver.extraJavaOptions": driver_options(f"-XX:ArchiveClassesAtExit={archive}"),
             "spark.sql.shuffle.partitions": "2"}  # fmt: skip
     config.write_text(json.dumps({"spark": {"master": "local[2]", "conf": conf}}))
     checked([sys.executable, "-m", "jobs", "run", "--input", str(work / "in"), "--output", str(work / "out"),
@@ -81,7 +82,7 @@ def build(archive: Path = ARCHIVE, record: Path = RECORD) -> Path:
             run_dumping(work, dumped)
         if not dumped.exists():
             raise ClassArchiveError(f"class archive: the JVM wrote no {dumped} at its exit")
-        starts = java_options(f"-XX:SharedArchiveFile={dumped} -Xshare:on")
+        starts = driver_options(f"-XX:SharedArchiveFile={dumped} -Xshare:on")
         checked([sys.executable, "-c", STARTS_WITH_IT, starts], "a session started with it")
         recorded = json.dumps(record_of(dumped)) + "\n"
         record.unlink(missing_ok=True)  # no record names the archive while it is being replaced

@@ -83,7 +83,7 @@ def test_elsewhere_each_status_is_a_plain_line() -> None:
     assert re.fullmatch(f"{PREFIX} reading\n{PREFIX}   stage 1: 1/4 tasks\n", stream.getvalue())
 
 
-def test_a_real_run_reports_its_stages(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_real_run_names_its_phases_in_order(spark: SparkSession, tmp_path: Path) -> None:
     source = tmp_path / "in"
     generate(source, GenerateOptions(events=3000, seed=5, files=4))
     stream = io.StringIO()

@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from jobs.config import SparkConfig
+from jobs.runtime import class_archive
 from jobs.runtime.class_archive import java_options, record_of, usable_archive
 from jobs.runtime.log4j2 import VERBOSE_JAVA_OPTION
 from jobs.runtime.session import LOCAL_CONF, REQUIRED_CONF, local_conf, spark_session
@@ -27,15 +28,20 @@ def test_a_running_session_keeps_its_settings_and_gets_the_required_ones(spark: 
     assert {key: spark.conf.get(key) for key in REQUIRED_CONF} == REQUIRED_CONF
 
 
-def test_a_local_session_maps_the_class_archive_and_the_configs_own_options_win() -> None:
+def test_a_local_session_maps_the_class_archive_and_the_configs_own_options_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     base = LOCAL_CONF["spark.driver.extraJavaOptions"]
-    archive = "-XX:SharedArchiveFile=/venv/share/winnow/spark-classes.jsa -Xlog:cds=off -Xlog:cds+dynamic=off"
-    assert local_conf(SparkConfig(), archive_options=archive)["spark.driver.extraJavaOptions"] == f"{base} {archive}"
-    assert local_conf(SparkConfig(), verbose=True, archive_options="")["spark.driver.extraJavaOptions"] == (
-        f"{base} {VERBOSE_JAVA_OPTION}"
-    )
+    archive, record = tmp_path / "spark-classes.jsa", tmp_path / "spark-classes.json"
+    options_of = class_archive.java_options
+    monkeypatch.setattr(class_archive, "java_options", lambda: options_of(archive, record))  # an archive of its own
+    assert local_conf(SparkConfig(), verbose=True)["spark.driver.extraJavaOptions"] == f"{base} {VERBOSE_JAVA_OPTION}"
+    archive.write_bytes(b"\0" * 1000)
+    record.write_text(json.dumps(record_of(archive)))
+    mapped = f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    assert local_conf(SparkConfig())["spark.driver.extraJavaOptions"] == f"{base} {mapped}"
     own = SparkConfig(conf={"spark.driver.extraJavaOptions": "-Xss4m", "spark.sql.shuffle.partitions": "7"})
-    assert local_conf(own, archive_options=archive) == {
+    assert local_conf(own) == {
         **LOCAL_CONF, "spark.driver.extraJavaOptions": "-Xss4m", "spark.sql.shuffle.partitions": "7"
     }  # fmt: skip
 
