@@ -1,0 +1,73 @@
+"""The jobs' outputs on a fixed generated input, line for line as recorded in `tests/data/fixed-outputs.json`.
+
+A change made to speed a job up must leave every output line as it was: this test fails naming each output
+folder whose lines changed. After a change meant to alter outputs (or the generator), record them again with
+`WINNOW_RECORD_FIXED_OUTPUTS=1 pytest tests/pipeline/test_fixed_outputs.py` and say why in the commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.runtime.cli import main
+from jobs.tools.generate import GenerateOptions, generate
+from tests.pipeline.helpers import RUN_ID, read_lines
+from tests.pipeline.test_shred_tsv import resolver_config
+
+RECORDED = Path(__file__).resolve().parent.parent / "data" / "fixed-outputs.json"
+RECORD = "WINNOW_RECORD_FIXED_OUTPUTS"
+# Enough copies and bad lines that every outcome and reason has lines (the generator's defaults have few).
+INPUT = GenerateOptions(events=3000, seed=2026, files=3, duplicate_share=0.2, bad_share=0.01)
+SHREDS = {
+    "shred": ("--layout", "rdb"),
+    "shred-tsv": ("--layout", "rdb", "--format", "shred-tsv"),
+    "shred-legacy": ("--layout", "legacy"),
+}
+
+
+def digest(run: Path) -> dict[str, dict[str, object]]:
+    """Per data folder of a run: how many lines, and the SHA-256 of its lines sorted (file order aside)."""
+    folders = sorted({path.parent for path in run.rglob("part-*")})
+    result: dict[str, dict[str, object]] = {}
+    for folder in folders:
+        lines = read_lines(folder)
+        text = "".join(line + "\n" for line in lines).encode("utf-8")
+        result[folder.relative_to(run).as_posix()] = {"lines": len(lines), "sha256": hashlib.sha256(text).hexdigest()}
+    return result
+
+
+def test_the_jobs_write_the_recorded_lines_for_a_fixed_input(spark: SparkSession, tmp_path: Path) -> None:
+    generate(tmp_path / "in", INPUT)
+    dedup_out = tmp_path / "dedup"
+    argv = ["dedup", "--input", str(tmp_path / "in"), "--output", str(dedup_out), "--run-id", RUN_ID]
+    assert main(argv) == 0
+    outputs = {"dedup": digest(dedup_out / f"run={RUN_ID}")}
+    iglu = str(resolver_config(tmp_path))
+    for name, options in SHREDS.items():
+        out = tmp_path / name
+        argv = ["shred", "--input", str(tmp_path / "in"), "--output", str(out), "--run-id", RUN_ID, *options]
+        assert main([*argv, "--iglu-config", iglu] if "shred-tsv" in options else argv) == 0
+        outputs[name] = digest(out / f"run={RUN_ID}")
+
+    if os.environ.get(RECORD) == "1":
+        RECORDED.write_text(json.dumps(outputs, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        pytest.skip(f"recorded {RECORDED}")
+    recorded = json.loads(RECORDED.read_text(encoding="utf-8"))
+    changed = {
+        f"{job}/{folder}": (recorded.get(job, {}).get(folder), figures)
+        for job in sorted(set(recorded) | set(outputs))
+        for folder in sorted(set(recorded.get(job, {})) | set(outputs.get(job, {})))
+        if recorded.get(job, {}).get(folder) != (figures := outputs.get(job, {}).get(folder))
+    }
+    assert not changed, f"output folders whose lines changed (recorded, now): {changed}"
+    # Every outcome the input should exercise is there: the test would say little on a trivial input.
+    assert {"good", "bad", "duplicates/reason=in_batch_natural"} <= set(outputs["dedup"])
+    for name in ("shred", "shred-tsv"):
+        assert any(folder.startswith("output=bad/") for folder in outputs[name]), name
+    assert any("/format=tsv/" in folder and "name=atomic" not in folder for folder in outputs["shred-tsv"])
