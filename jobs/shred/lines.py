@@ -150,21 +150,30 @@ def rdb_outputs(decided: DataFrame, plan: ShredPlan | None = None) -> DataFrame:
     plan has columns for, JSON otherwise; an event with an Iglu failure its `loader_iglu_error` row; any other
     bad line its `loader_parsing_error` row.
 
-    The events are exploded first, one row per output line (the event's own line has no entity), and each line
-    is built after: built inside an array function, every entity line was evaluated without generated code
-    (Spark's higher-order functions are interpreted, and with them everything inside them).
+    Each event's own line (atomic, or its bad row) is built first; then the event is exploded into that line and
+    its entities, and each entity line is built after. Exploding the event with its line and split fields would
+    copy both into every entity's row; building the entity lines inside an array function would run them without
+    generated code (Spark's higher-order functions are interpreted, and with them everything inside them).
     """
     plan = plan or ShredPlan()
     good = F.col("good")
     entities = decided.schema["entities"].dataType
     assert isinstance(entities, ArrayType)
-    no_entity = F.array(F.lit(None).cast(entities.elementType))
-    exploded = decided.select(
-        "good", "line", "fields", "failure", "event_id", "root_tstamp",
-        *(["iglu_failure", "entities"] if plan.failures else []),
-        F.explode(F.when(good, F.concat(no_entity, F.col("entities"))).otherwise(no_entity)).alias("entity"),
-    )  # fmt: skip
-    e = F.col("entity")
+    own_row = F.struct(
+        _own_folder(plan).alias("folder"),
+        _own_text(plan).alias("text"),
+        F.lit(None).cast(entities.elementType).alias("entity"),
+    )
+    # An event with an Iglu failure is not good: its bad row alone, none of its entities.
+    written_entities = F.when(good, F.col("entities")).otherwise(F.array().cast(entities))
+    entity_rows = F.transform(
+        written_entities,
+        lambda e: F.struct(*(F.lit(None).cast("string").alias(name) for name in ("folder", "text")), e.alias("entity")),
+    )
+    # The own line once in the plan: a second copy of its large expression would double the generated code.
+    rows = F.concat(F.array(own_row), entity_rows)
+    exploded = decided.select("event_id", "root_tstamp", F.explode(rows).alias("row"))
+    e = F.col("row.entity")
     uri = schema_key(e)
     if plan.skip:
         exploded = exploded.where(e.isNull() | ~is_skipped(uri, plan.skip))
@@ -176,19 +185,30 @@ def rdb_outputs(decided: DataFrame, plan: ShredPlan | None = None) -> DataFrame:
         line = tsv_line(vendor, name, schema_format, version, root_id, F.col("root_tstamp"), e["data"], columns)
         entity_text = F.when(uri == key, line).otherwise(entity_text)
         shredded_format = F.when(uri == key, F.lit("tsv")).otherwise(shredded_format)
-    folder = F.when(e.isNotNull(), rdb.entity_folder(e, shredded_format)).when(
-        good, F.lit(f"{rdb.GOOD}/{rdb.ATOMIC_PATH}")
-    )
-    text = F.when(e.isNotNull(), entity_text).when(good, rdb.atomic_line(F.col("fields")))
-    if plan.failures:  # the payload's expression is large: only there when a schema failed
-        iglu_failed = F.col("iglu_failure").isNotNull()
-        folder = folder.when(iglu_failed, F.lit(f"{rdb.BAD}/{rdb.IGLU_ERROR_PATH}"))
-        payload = event_json(F.col("fields"), F.col("entities"))  # a failed event is good: it has its fields
-        text = text.when(iglu_failed, rdb.iglu_bad_row(F.col("iglu_failure"), payload, __version__))
-    folder = folder.otherwise(F.lit(f"{rdb.BAD}/{rdb.PARSING_ERROR_PATH}"))
-    text = text.otherwise(rdb.bad_row(F.col("line"), F.col("failure"), __version__))
-    type_key = F.when(e.isNotNull(), F.concat(_entity_kind(e["kind"]), F.lit("\t"), uri))
+    is_entity = e.isNotNull()
+    folder = F.when(is_entity, rdb.entity_folder(e, shredded_format)).otherwise(F.col("row.folder"))
+    text = F.when(is_entity, entity_text).otherwise(F.col("row.text"))
+    type_key = F.when(is_entity, F.concat(_entity_kind(e["kind"]), F.lit("\t"), uri))
     return exploded.select(folder.alias("folder"), text.alias("text"), type_key.alias("type_key"))
+
+
+def _own_folder(plan: ShredPlan) -> Column:
+    """Where an event's own line goes: atomic events when good, else the bad rows of its failure."""
+    folder = F.when(F.col("good"), F.lit(f"{rdb.GOOD}/{rdb.ATOMIC_PATH}"))
+    if plan.failures:
+        folder = folder.when(F.col("iglu_failure").isNotNull(), F.lit(f"{rdb.BAD}/{rdb.IGLU_ERROR_PATH}"))
+    return folder.otherwise(F.lit(f"{rdb.BAD}/{rdb.PARSING_ERROR_PATH}"))
+
+
+def _own_text(plan: ShredPlan) -> Column:
+    """An event's own line: its atomic line when good, else its `loader_iglu_error` or `loader_parsing_error` row."""
+    text = F.when(F.col("good"), rdb.atomic_line(F.col("fields")))
+    if plan.failures:  # the payload's expression is large: only there when a schema failed
+        payload = event_json(F.col("fields"), F.col("entities"))  # a failed event is good: it has its fields
+        text = text.when(
+            F.col("iglu_failure").isNotNull(), rdb.iglu_bad_row(F.col("iglu_failure"), payload, __version__)
+        )
+    return text.otherwise(rdb.bad_row(F.col("line"), F.col("failure"), __version__))
 
 
 def _entity_kind(kind: Column) -> Column:
