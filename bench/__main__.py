@@ -210,8 +210,8 @@ class SparkBench:
 
 def process_cases(source: Path, other: tuple[str, Path] | None = None) -> dict[str, Callable[[], Sample]]:
     """Whole processes, Spark or DuckDB start-up included: Winnow's `dedup` command (with and without the class
-    archive, `jobs.runtime.class_archive`), the DuckDB peer, and the pass-through in a process of its own (what
-    any Spark process pays before its work); with `other` (a pyspark version and the python that has it), Winnow's
+    archive, `jobs.runtime.class_archive`), the DuckDB peer, the pass-through in a process of its own (what
+    any Spark process pays before its work) and Spark's cheapest dedup in one (`dropDuplicates`, no check); with `other` (a pyspark version and the python that has it), Winnow's
     `dedup` on that Spark too, into a folder of its own."""
     from jobs.runtime.session import LOCAL_CONF
 
@@ -231,6 +231,8 @@ def process_cases(source: Path, other: tuple[str, Path] | None = None) -> dict[s
     duckdb = python_module("bench.peers.duckdb_dedup", "--input", str(source), "--output", str(WORK / "out" / "duck"))
     passthrough = python_module("bench.passthrough", "--input", str(source), "--output",
                                 str(WORK / "out" / "proc-pass"), "--config", str(config))  # fmt: skip
+    drop_duplicates = python_module("bench.passthrough", "--input", str(source), "--output",
+                                    str(WORK / "out" / "proc-drop"), "--config", str(config), "--drop-duplicates")  # fmt: skip
     log = WORK / "processes.log"
     cases = {
         "winnow dedup (process)": lambda: measure_process(winnow_dedup(config), env, log),
@@ -247,6 +249,7 @@ def process_cases(source: Path, other: tuple[str, Path] | None = None) -> dict[s
     return cases | {
         "duckdb warehouse model (process)": lambda: measure_process(duckdb, env, log),
         "spark pass-through (process)": lambda: measure_process(passthrough, env, log),
+        "spark dropDuplicates (process)": lambda: measure_process(drop_duplicates, env, log),
     }
 
 
