@@ -1,8 +1,9 @@
 """`python -m bench` (`make bench`): Winnow side by side with the pass-through limit and its peers, in one go.
 
-Writes `bench/results.json` and `bench/RESULTS.md`, and puts the Markdown tables into docs/benchmarks.md between
-the `bench:start` / `bench:end` markers. Every figure is a warm-up run, then the median of `--runs` runs taken in
-turn (A B A B …); every ratio compares figures of this one run. Generated inputs are kept in `bench/data/`.
+Writes `bench/results.json` (`--results`) and `RESULTS.md` beside it, and puts the Markdown tables into
+docs/benchmarks.md between the `bench:start` / `bench:end` markers. Every figure is a warm-up run, then the median
+of `--runs` runs taken in turn (A B A B …); every ratio compares figures of this one run. Generated inputs are
+kept in `bench/data/`.
 
     .venv/bin/python -m bench                      # 1M events, 3 runs, scaling 250k-2M, all sections but large
     .venv/bin/python -m bench --sections large --merge   # 10M: Winnow's process vs DuckDB's, the rest kept
@@ -416,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args.results.write_text(json.dumps(results, indent=2) + "\n")
     markdown = report.markdown(results) + crossbatch_markdown
-    (ROOT / "bench" / "RESULTS.md").write_text(markdown)
+    args.results.with_name("RESULTS.md").write_text(markdown)  # beside the results file, wherever it is
     if not args.no_docs:
         report.update_page(DOCS_PAGE, markdown)
     print(markdown)

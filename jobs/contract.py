@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from jobs.errors import InvalidConfigError
+
+Progress = Callable[[str], None]
+"""What a job calls with each phase's line (`jobs.runtime.progress` prints it)."""
 
 # The DynamoDB events manifest (Snowplow-compatible): one item per (event id, fingerprint).
 DYNAMODB_PARTITION_KEY = "eventId"

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from jobs import __version__, contract
 from jobs.config import JobConfig, SyntheticStrategy
+from jobs.contract import Progress
 from jobs.dedup.inbatch import (
     BAD,
     DROPPED,
@@ -48,8 +49,6 @@ SUMMARY_COUNT_NAMES = {
     QUARANTINED: "quarantined",
     DROPPED: "dropped",
 }
-
-Progress = Callable[[str], None]
 
 
 def output_folder() -> Column:

@@ -13,7 +13,8 @@ from pyspark.sql import functions as F
 
 from jobs import __version__
 from jobs.config import JobConfig
-from jobs.dedup.job import Progress, manifest_for, tasks_at_once
+from jobs.contract import Progress
+from jobs.dedup.job import manifest_for, tasks_at_once
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.fs.input import Input, count_lines, open_input, read_whole, require_input

@@ -4,14 +4,14 @@ last)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import unquote
 
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.contract import SUCCESS_MARKER, SUMMARY
+from jobs.contract import SUCCESS_MARKER, SUMMARY, Progress
 from jobs.errors import InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.lease import FileLease
@@ -92,7 +92,7 @@ class RunFolder:
         folders: Sequence[str],
         compression: str,
         folder_column: str,
-        progress: Callable[[str], None] = lambda message: None,
+        progress: Progress = lambda message: None,
     ) -> None:
         """Write a (`folder_column`, text) DataFrame in one pass, each line under the run-folder path it names.
 

@@ -7,7 +7,6 @@ state files, the state commit (atomic), `summary.json`, and `_SUCCESS` last.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -18,6 +17,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from jobs import __version__
+from jobs.contract import Progress
 from jobs.errors import InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.lease import FileLease
@@ -28,8 +28,6 @@ from jobs.keyed.period import QUANTUM, Kind, parse_period
 from jobs.keyed.records import Format, check_fields, check_format, check_ranked, read_records, unranked, write_records
 from jobs.keyed.state import DEFAULT_BUCKET_COUNT, BucketStore, StateSettings
 from jobs.runtime.summary import table
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from jobs.config import JobConfig, load_config
+from jobs.contract import Progress
 from jobs.errors import WinnowError
 from jobs.fs.runs import new_run_id, run_timestamp
 from jobs.incremental.ledger import NothingToDo
@@ -34,8 +35,6 @@ COMMAND_MODULES = (
     "jobs.commands.run",
     "jobs.commands.report",
 )
-
-Progress = Callable[[str], None]
 
 
 class JobFailedError(WinnowError):

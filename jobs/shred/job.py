@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from jobs import __version__
 from jobs.config import SHRED_FORMATS, SHRED_LAYOUTS, JobConfig, ShredFormat
 from jobs.config import ShredLayout as Layout
-from jobs.contract import SUCCESS_MARKER, SUMMARY
+from jobs.contract import SUCCESS_MARKER, SUMMARY, Progress
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
@@ -49,7 +49,7 @@ from jobs.shred.lines import (
     with_iglu_failures,
 )
 from jobs.shred.plan import ShredPlan, check_resolver, is_skipped, needs_resolver, plan_types, skip_criteria
-from jobs.shred.target import DECIDED_STORAGE, Progress, ShredTarget, Written, loader_type_of
+from jobs.shred.target import DECIDED_STORAGE, ShredTarget, Written, loader_type_of
 from jobs.shred.widerow import WIDEROW_FOLDER
 from jobs.shred.widerow_writer import write_wide_rows
 
@@ -257,7 +257,10 @@ def _write_legacy(target: ShredTarget) -> Written:
     folder = target.folder
     observed, counts = _observed_counts(target.decided)
     written = shredded_outputs(observed, target.run_time)
-    folder.write_text_split(written, [ATOMIC_EVENTS, SHREDDED_TYPES, "bad"], target.compression, "folder")
+    folder.write_text_split(
+        written, [ATOMIC_EVENTS, SHREDDED_TYPES, "bad"], target.compression, "folder", target.progress
+    )
+    target.progress(f"counting the entity lines of each type in {folder.path}/{SHREDDED_TYPES}")
     per_type = _lines_per_type(target.decided.sparkSession, f"{folder.path}/{SHREDDED_TYPES}", TYPE_COLUMNS)
     figures = counts.get
     return Written(
@@ -288,6 +291,7 @@ def _write_rdb(target: ShredTarget) -> Written:
             decided.unpersist()
     keys = [key for key in types.get["types"].split("\n") if key]
     loader_types = [loader_type_of(key, "TSV" if key.split("\t")[1] in plan.tsv else "JSON") for key in keys]
+    target.progress(f"counting the entity lines of each type in {target.folder.path}/{rdb.GOOD}")
     per_type = _rdb_lines_per_type(spark, f"{target.folder.path}/{rdb.GOOD}", loader_types)
     figures = counts.get
     return Written(
@@ -317,14 +321,18 @@ def _resolved_plan(target: ShredTarget, decided: DataFrame) -> ShredPlan:
 def _write_rdb_lines(target: ShredTarget, decided: DataFrame, plan: ShredPlan) -> tuple[Observation, Observation]:
     """Write the rdb output lines; returns what was observed while written: the counts, and the entity types."""
     marked = with_iglu_failures(decided, plan)
-    skipped = F.sum(F.when(F.col("good"), F.size(F.filter("entities", lambda e: is_skipped(schema_key(e), plan.skip)))))
+    skipped = (
+        F.sum(F.when(F.col("good"), F.size(F.filter("entities", lambda e: is_skipped(schema_key(e), plan.skip)))))
+        if plan.skip
+        else F.lit(0)  # no array function over every event's entities for nothing
+    )
     observed, counts = _observed_counts(
         marked, F.count_if(F.col("iglu_failure").isNotNull()).alias("iglu_bad"), skipped.alias("skipped")
     )
     types = Observation("shred types")
     collected = F.array_join(F.array_sort(F.collect_set("type_key")), "\n")
     lines = rdb_outputs(observed, plan).observe(types, collected.alias("types")).select("folder", "text")
-    target.folder.write_text_split(lines, [rdb.GOOD, rdb.BAD], target.compression, "folder")
+    target.folder.write_text_split(lines, [rdb.GOOD, rdb.BAD], target.compression, "folder", target.progress)
     return counts, types
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -11,11 +10,11 @@ from pyspark.sql import DataFrame
 
 from jobs.config import Compression, JobConfig, ShredFormat
 from jobs.config import ShredLayout as Layout
+from jobs.contract import Progress
 from jobs.fs.run_folder import RunFolder
 from jobs.iglu.resolver import Resolver
 from jobs.shred import message
 
-Progress = Callable[[str], None]
 # The decided lines, when TSV shredding or the wide rows read them more than once (types, then lines), are kept on
 # disk only: a row holds the line, its fields and its entities (~4 KB), and Spark's in-memory cache of such rows ran
 # the 4 GB local driver out of heap (1M events: OutOfMemoryError with MEMORY_AND_DISK for shred-tsv and

@@ -10,7 +10,6 @@ token-less insert of the same data is not skipped (ClickHouse test 02124).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, StructType
 
-from jobs.contract import SUCCESS_MARKER
+from jobs.contract import SUCCESS_MARKER, Progress
 from jobs.errors import InvalidArgumentError, WinnowError
 from jobs.fs.paths import absolute, check_apart
 from jobs.keyed.records import (
@@ -37,7 +36,6 @@ from jobs.keyed.storage import Storage
 from jobs.tables.engines import DELETED, HIDDEN, POS, SIGN, VER, final_rows, merged_rows
 from jobs.tables.log import LOG_FORMAT, TableExistsError, TableLog, TableSettings, validate_settings
 
-Progress = Callable[[str], None]
 VERSION_TYPE = DecimalType(38, 6)
 
 

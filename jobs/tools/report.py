@@ -10,13 +10,13 @@ from __future__ import annotations
 import functools
 import io
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.contract import BAD, DUPLICATES, GOOD, QUARANTINE, SUCCESS_MARKER, SUMMARY
+from jobs.contract import BAD, DUPLICATES, GOOD, QUARANTINE, SUCCESS_MARKER, SUMMARY, Progress
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
@@ -31,8 +31,6 @@ MAX_BARS = 30
 TABLE_HEADER = ("events_per_event_id", "event_ids_before", "events_before", "event_ids_after", "events_after")
 # What a dedup run writes in its folder: a folder holding one of these is a run folder, never enriched TSV.
 RUN_OUTPUTS = frozenset({GOOD, DUPLICATES, QUARANTINE, BAD})
-
-Progress = Callable[[str], None]
 
 
 def distribution(lines: DataFrame) -> tuple[dict[int, int], int]:
