@@ -281,7 +281,8 @@ def _write_rdb(target: ShredTarget) -> Written:
     plan = ShredPlan(skip=skip_criteria(config.shred))
     persisted = needs_resolver(target.output_format, config.shred)
     if persisted:
-        decided = decided.persist(DECIDED_STORAGE)
+        # The line is read again only for a parsing-error row: a good event's stays out of the copy on disk.
+        decided = decided.withColumn("line", F.when(~F.col("good"), F.col("line"))).persist(DECIDED_STORAGE)
     try:
         if persisted:
             plan = _resolved_plan(target, decided)
