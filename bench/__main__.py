@@ -211,9 +211,10 @@ class SparkBench:
 
 def process_cases(source: Path, other: tuple[str, Path] | None = None) -> dict[str, Callable[[], Sample]]:
     """Whole processes, Spark or DuckDB start-up included: Winnow's `dedup` command (with and without the class
-    archive, `jobs.runtime.class_archive`), the DuckDB peer, the pass-through in a process of its own (what
-    any Spark process pays before its work) and Spark's cheapest dedup in one (`dropDuplicates`, no check); with `other` (a pyspark version and the python that has it), Winnow's
-    `dedup` on that Spark too, into a folder of its own."""
+    archive, `jobs.runtime.class_archive`), the DuckDB peer, the pass-through in a process of its own (what any
+    Spark process pays before its work) and Spark's cheapest dedup in one (`dropDuplicates`, no check); with
+    `other` (a pyspark version and the python that has it), Winnow's `dedup` on that Spark too, into a folder of
+    its own."""
     from jobs.runtime.session import LOCAL_CONF
 
     config = WORK / "local-bench.json"

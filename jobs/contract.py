@@ -1,4 +1,5 @@
-"""Names other parts depend on: the manifests' item and file names, and the dedup run folder's layout.
+"""Names other parts depend on: the manifests' item and file names, the dedup run folder's layout, and the
+callback the jobs report their phases through.
 
 One place for them, imported by the jobs and by `cdk/` (the table's keys, the lake's prefixes in IAM and
 lifecycle rules), so the infrastructure and the code that reads and writes cannot drift apart.

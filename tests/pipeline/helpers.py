@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
+from typing import Any
 
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
 from jobs.runtime.cli import main
+
+# The embedded copy of Iglu Central shipped with the jobs.
+IGLU_CENTRAL = Path(__file__).resolve().parents[2] / "iglu" / "embedded"
 
 DEFAULTS = {
     "app_id": "shop",
@@ -104,3 +109,32 @@ def shred(tmp_path: Path, lines: list[str], *extra: str) -> Path:
         == 0
     )
     return tmp_path / "out" / f"run={RUN_ID}"
+
+
+def resolver_config(tmp_path: Path, *repositories: dict[str, Any]) -> Path:
+    """A resolver config file; by default one embedded repository (Iglu Central's copy, named as upstream's
+    embedded registry, so its lookup history reads the same)."""
+    repositories = repositories or (
+        {
+            "name": "Iglu Client Embedded",
+            "priority": 0,
+            "vendorPrefixes": [],
+            "connection": {"embedded": {"path": str(IGLU_CENTRAL)}},
+        },
+    )
+    path = tmp_path / "resolver.json"
+    path.write_text(
+        json.dumps(
+            {
+                "schema": "iglu:com.snowplowanalytics.iglu/resolver-config/jsonschema/1-0-3",
+                "data": {"cacheSize": 500, "cacheTtl": 600, "repositories": list(repositories)},
+            }
+        )
+    )
+    return path
+
+
+def written(run: Path) -> dict[str, list[str]]:
+    """Lines per data folder under the run folder."""
+    folders = sorted({path.parent for path in run.rglob("part-*")})
+    return {folder.relative_to(run).as_posix(): read_lines(folder) for folder in folders}

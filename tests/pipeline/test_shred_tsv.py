@@ -18,12 +18,23 @@ from pyspark.sql import SparkSession
 from jobs import __version__
 from jobs.runtime.cli import main
 from jobs.shred import rdb
-from tests.pipeline.helpers import ID_A, ID_B, RUN_ID, WEB_PAGE, contexts, event, read_lines, shred, unstruct
+from tests.pipeline.helpers import (
+    ID_A,
+    ID_B,
+    RUN_ID,
+    WEB_PAGE,
+    contexts,
+    event,
+    read_lines,
+    resolver_config,
+    shred,
+    unstruct,
+    written,
+)
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 TABULAR = DATA / "upstream" / "tabular"
 SPECS: dict[str, dict[str, Any]] = json.loads((TABULAR / "specs.json").read_text())["specs"]
-IGLU_CENTRAL = DATA.parent.parent / "iglu" / "embedded"
 ATOMIC = f"{rdb.GOOD}/{rdb.ATOMIC_PATH}"
 PARSING_ERRORS = f"{rdb.BAD}/{rdb.PARSING_ERROR_PATH}"
 IGLU_ERRORS = f"{rdb.BAD}/{rdb.IGLU_ERROR_PATH}"
@@ -31,35 +42,6 @@ APPLICATION_ERROR = (
     '{"schema":"iglu:com.snowplowanalytics.snowplow/application_error/jsonschema/1-0-2",'
     '"data":{"programmingLanguage":"JAVA","message":"\\\\N","exceptionName":"a\\tb","isFatal":false,"lineNumber":7}}'
 )
-
-
-def resolver_config(tmp_path: Path, *repositories: dict[str, Any]) -> Path:
-    """A resolver config file; by default one embedded repository (Iglu Central's copy, named as upstream's
-    embedded registry, so its lookup history reads the same)."""
-    repositories = repositories or (
-        {
-            "name": "Iglu Client Embedded",
-            "priority": 0,
-            "vendorPrefixes": [],
-            "connection": {"embedded": {"path": str(IGLU_CENTRAL)}},
-        },
-    )
-    path = tmp_path / "resolver.json"
-    path.write_text(
-        json.dumps(
-            {
-                "schema": "iglu:com.snowplowanalytics.iglu/resolver-config/jsonschema/1-0-3",
-                "data": {"cacheSize": 500, "cacheTtl": 600, "repositories": list(repositories)},
-            }
-        )
-    )
-    return path
-
-
-def written(run: Path) -> dict[str, list[str]]:
-    """Lines per data folder under the run folder."""
-    folders = sorted({path.parent for path in run.rglob("part-*")})
-    return {folder.relative_to(run).as_posix(): read_lines(folder) for folder in folders}
 
 
 def stream_input(spec: str) -> list[str]:

@@ -9,9 +9,20 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from jobs.shred import rdb
-from tests.pipeline.helpers import ID_A, ID_B, ID_C, LINK_CLICK, contexts, event, read_lines, shred, unstruct
+from tests.pipeline.helpers import (
+    ID_A,
+    ID_B,
+    ID_C,
+    IGLU_CENTRAL,
+    LINK_CLICK,
+    contexts,
+    event,
+    read_lines,
+    resolver_config,
+    shred,
+    unstruct,
+)
 from tests.pipeline.test_iglu_parquet import UPSTREAM, _groups, _parquet_footer
-from tests.pipeline.test_shred_tsv import IGLU_CENTRAL, resolver_config
 
 SESSION = (
     '{"schema":"iglu:com.snowplowanalytics.snowplow/client_session/jsonschema/1-0-1","data":{"userId":"u-1",'
