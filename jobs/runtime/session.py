@@ -21,6 +21,12 @@ REQUIRED_CONF = {
     # shred job's 131-field checks and atomic line are such plans, and shred and dedup both run faster with it.
     "spark.sql.codegen.hugeMethodLimit": "8000",
 }
+# Settings of a session the jobs create (spark-submit's or their own): Spark fixes them when the session starts.
+STARTUP_CONF = {
+    # PySpark 4 records the Python call site of every Column function for its error messages: three more calls to
+    # the JVM each, and the jobs build their plans from thousands of Column calls, on every run however small.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
+}
 # Settings for a session the job starts itself (not under spark-submit).
 LOCAL_CONF = {
     "spark.ui.enabled": "false",
@@ -41,8 +47,9 @@ def launched_by_spark_submit() -> bool:
 
 
 def spark_session(config: SparkConfig, app_name: str, verbose: bool = False) -> SparkSession:
-    """Get the session: a running one or spark-submit's keeps its settings (plus REQUIRED_CONF); otherwise a local one
-    from `config` (`verbose`: with the warnings expected in our plans shown)."""
+    """Get the session: a running one keeps its settings (plus REQUIRED_CONF); spark-submit's gets REQUIRED_CONF and
+    STARTUP_CONF; otherwise a local one from `config` and both (`verbose`: with the warnings expected in our plans
+    shown)."""
     running = SparkSession.getActiveSession()
     if running is not None:
         # A session this process already runs (a test's, a notebook's): its settings win, as under spark-submit;
@@ -55,7 +62,7 @@ def spark_session(config: SparkConfig, app_name: str, verbose: bool = False) -> 
         builder = builder.master(config.master)
         for key, value in local_conf(config, verbose).items():
             builder = builder.config(key, value)
-    for key, value in REQUIRED_CONF.items():
+    for key, value in {**REQUIRED_CONF, **STARTUP_CONF}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

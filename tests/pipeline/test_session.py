@@ -14,7 +14,7 @@ from jobs.config import SparkConfig
 from jobs.runtime import class_archive
 from jobs.runtime.class_archive import java_options, record_of, usable_archive
 from jobs.runtime.log4j2 import VERBOSE_JAVA_OPTION
-from jobs.runtime.session import LOCAL_CONF, REQUIRED_CONF, local_conf, spark_session
+from jobs.runtime.session import LOCAL_CONF, REQUIRED_CONF, STARTUP_CONF, local_conf, spark_session
 
 
 def test_a_running_session_keeps_its_settings_and_gets_the_required_ones(spark: SparkSession) -> None:
@@ -26,6 +26,11 @@ def test_a_running_session_keeps_its_settings_and_gets_the_required_ones(spark: 
     assert given is spark
     assert spark.conf.get("spark.sql.shuffle.partitions") == before
     assert {key: spark.conf.get(key) for key in REQUIRED_CONF} == REQUIRED_CONF
+
+
+def test_a_session_the_jobs_start_has_the_startup_settings(spark: SparkSession) -> None:
+    """The test session is started as a job starts its own (`spark_session`)."""
+    assert {key: spark.conf.get(key) for key in STARTUP_CONF} == STARTUP_CONF
 
 
 def test_a_local_session_maps_the_class_archive_and_the_configs_own_options_win(
