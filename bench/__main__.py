@@ -266,8 +266,8 @@ def output_lines(run_folder: Path) -> dict[str, list[str]]:
 
 
 def large_cases(source: Path) -> dict[str, Callable[[], Sample]]:
-    """Winnow's `dedup` process against DuckDB's on a large input; each output is removed after its run, so the
-    disk holds the input and one output at a time."""
+    """Winnow's `dedup` process against DuckDB's and Spark's cheapest dedup process on a large input; each output is
+    removed after its run, so the disk holds the input and one output at a time."""
     config = WORK / "local-bench.json"
     config.write_text(json.dumps(SPARK_CONFIG))
     env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
@@ -275,6 +275,9 @@ def large_cases(source: Path) -> dict[str, Callable[[], Sample]]:
     winnow = python_module("jobs", "dedup", "--input", str(source), "--output", str(winnow_out),
                            "--config", str(config), "--run-id", "2026-11-22-05-00-00")  # fmt: skip
     duckdb = python_module("bench.peers.duckdb_dedup", "--input", str(source), "--output", str(duckdb_out))
+    drop_out = WORK / "out" / "large-drop"
+    drop_duplicates = python_module("bench.passthrough", "--input", str(source), "--output", str(drop_out),
+                                    "--config", str(config), "--drop-duplicates")  # fmt: skip
 
     def then_removed(command: list[str], output: Path) -> Callable[[], Sample]:
         def case() -> Sample:
@@ -289,6 +292,7 @@ def large_cases(source: Path) -> dict[str, Callable[[], Sample]]:
     return {
         "winnow dedup (process)": then_removed(winnow, winnow_out),
         "duckdb warehouse model (process)": then_removed(duckdb, duckdb_out),
+        "spark dropDuplicates (process)": then_removed(drop_duplicates, drop_out),
     }
 
 
