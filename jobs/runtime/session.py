@@ -47,9 +47,9 @@ def launched_by_spark_submit() -> bool:
 
 
 def spark_session(config: SparkConfig, app_name: str, verbose: bool = False) -> SparkSession:
-    """Get the session: a running one keeps its settings (plus REQUIRED_CONF); spark-submit's gets REQUIRED_CONF and
-    STARTUP_CONF; otherwise a local one from `config` and both (`verbose`: with the warnings expected in our plans
-    shown)."""
+    """Get the session: a running one keeps its settings (plus REQUIRED_CONF); spark-submit's gets STARTUP_CONF and
+    REQUIRED_CONF; otherwise a local one from STARTUP_CONF, `config` and REQUIRED_CONF, in that order of precedence
+    from lowest (`verbose`: with the warnings expected in our plans shown)."""
     running = SparkSession.getActiveSession()
     if running is not None:
         # A session this process already runs (a test's, a notebook's): its settings win, as under spark-submit;
@@ -58,11 +58,13 @@ def spark_session(config: SparkConfig, app_name: str, verbose: bool = False) -> 
             running.conf.set(key, value)
         return running
     builder = SparkSession.builder.appName(app_name)
+    for key, value in STARTUP_CONF.items():
+        builder = builder.config(key, value)
     if not launched_by_spark_submit():
         builder = builder.master(config.master)
-        for key, value in local_conf(config, verbose).items():
+        for key, value in local_conf(config, verbose).items():  # a config's spark.conf may set STARTUP_CONF's keys
             builder = builder.config(key, value)
-    for key, value in {**REQUIRED_CONF, **STARTUP_CONF}.items():
+    for key, value in REQUIRED_CONF.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

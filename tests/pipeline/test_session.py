@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from jobs.config import SparkConfig
 from jobs.runtime import class_archive
+from jobs.runtime import session as session_module
 from jobs.runtime.class_archive import java_options, record_of, usable_archive
 from jobs.runtime.log4j2 import VERBOSE_JAVA_OPTION
 from jobs.runtime.session import LOCAL_CONF, REQUIRED_CONF, STARTUP_CONF, local_conf, spark_session
@@ -31,6 +33,38 @@ def test_a_running_session_keeps_its_settings_and_gets_the_required_ones(spark: 
 def test_a_session_the_jobs_start_has_the_startup_settings(spark: SparkSession) -> None:
     """The test session is started as a job starts its own (`spark_session`)."""
     assert {key: spark.conf.get(key) for key in STARTUP_CONF} == STARTUP_CONF
+
+
+class RecordingBuilder:
+    """Stands in for `SparkSession.builder`: keeps the settings given, later ones winning, as Spark's does."""
+
+    def __init__(self) -> None:
+        self.conf: dict[str, str] = {}
+
+    def appName(self, name: str) -> RecordingBuilder:
+        return self
+
+    def master(self, master: str) -> RecordingBuilder:
+        return self
+
+    def config(self, key: str, value: str) -> RecordingBuilder:
+        self.conf[key] = value
+        return self
+
+    def getOrCreate(self) -> dict[str, str]:
+        return self.conf
+
+
+def test_a_local_configs_spark_conf_may_set_the_startup_settings_but_not_the_required_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    builder = RecordingBuilder()
+    monkeypatch.setattr(session_module, "SparkSession", SimpleNamespace(getActiveSession=lambda: None, builder=builder))
+    own = {"spark.python.sql.dataFrameDebugging.enabled": "true", "spark.sql.session.timeZone": "Europe/Paris"}
+    started: Any = spark_session(SparkConfig(conf=own), app_name="winnow-dedup")
+    assert started["spark.python.sql.dataFrameDebugging.enabled"] == "true"
+    assert started["spark.sql.session.timeZone"] == "UTC"
+    assert {key: started[key] for key in REQUIRED_CONF} == REQUIRED_CONF
 
 
 def test_a_local_session_maps_the_class_archive_and_the_configs_own_options_win(
