@@ -59,6 +59,7 @@ def test_a_local_configs_spark_conf_may_set_the_startup_settings_but_not_the_req
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     builder = RecordingBuilder()
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)  # started as a local job, not by spark-submit
     monkeypatch.setattr(session_module, "SparkSession", SimpleNamespace(getActiveSession=lambda: None, builder=builder))
     own = {"spark.python.sql.dataFrameDebugging.enabled": "true", "spark.sql.session.timeZone": "Europe/Paris"}
     started: Any = spark_session(SparkConfig(conf=own), app_name="winnow-dedup")
