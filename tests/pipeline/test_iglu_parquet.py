@@ -38,10 +38,11 @@ from jobs.iglu.parquet.cast import cast_failed
 from jobs.iglu.parquet.columns import TypedColumn, family_columns
 from jobs.iglu.parquet.normalize import normal_name
 from jobs.iglu.parquet.values import typed_value
+from tests.pipeline.helpers import IGLU_CENTRAL
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 UPSTREAM = DATA / "upstream" / "widerow"
-IGLU = DATA.parent.parent / "iglu" / "embedded" / "schemas"
+IGLU = IGLU_CENTRAL / "schemas"
 
 STRING, LONG, INT, DOUBLE, BOOL = StringType(), LongType(), IntegerType(), DoubleType(), BooleanType()
 

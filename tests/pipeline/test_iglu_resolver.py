@@ -35,9 +35,8 @@ from jobs.iglu.resolver import (
     read_local,
 )
 from jobs.shred import rdb
-from tests.pipeline.helpers import ID_A, ID_B, WEB_PAGE, contexts, event, read_lines, shred
+from tests.pipeline.helpers import ID_A, ID_B, IGLU_CENTRAL, WEB_PAGE, contexts, event, read_lines, shred
 
-IGLU_CENTRAL = Path(__file__).resolve().parents[2] / "iglu" / "embedded"
 SNOWPLOW = "iglu:com.snowplowanalytics.snowplow"
 APPLICATION_ERROR = SchemaKey.parse(f"{SNOWPLOW}/application_error/jsonschema/1-0-2")
 GEOLOCATION = SchemaKey.parse(f"{SNOWPLOW}/geolocation_context/jsonschema/1-1-0")
