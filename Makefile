@@ -13,7 +13,7 @@ export PYSPARK_PYTHON := $(PY)
 export PYSPARK_DRIVER_PYTHON := $(PY)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: help setup demo test test-fast lint fmt clean bench docs
+.PHONY: help setup demo test test-fast lint fmt clean bench docs audit-setup
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -46,11 +46,22 @@ demo: setup ## two batches of sample events through the pipeline (dedup + shred,
 # Test processes (pytest-xdist), each module's tests on one of them (so module fixtures are built once).
 TEST_WORKERS ?= 2
 
-test: setup ## run the whole test suite (TEST_WORKERS processes)
+test: setup audit-setup ## run the whole test suite (TEST_WORKERS processes)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
-test-fast: setup ## the quick loop: no Spark, no CDK synth, nothing slow (markers in pyproject.toml)
-	$(PY) -m pytest -m "not spark and not synth and not slow"
+test-fast: setup ## the quick loop: no Spark, no CDK synth, no template validators, nothing slow (pyproject.toml)
+	$(PY) -m pytest -m "not spark and not synth and not audit and not slow"
+
+# The template validators parliament and checkov, in a venv of their own: their pins conflict with the dev venv's
+# (requirements-audit.txt says how). asl-validator comes with node_modules (package.json).
+AUDIT_VENV := .venv-audit
+
+$(AUDIT_VENV)/.installed: requirements-audit.txt
+	python3 -m venv $(AUDIT_VENV)
+	$(AUDIT_VENV)/bin/python -m pip install -q --no-compile --disable-pip-version-check -r requirements-audit.txt
+	touch $@
+
+audit-setup: $(AUDIT_VENV)/.installed node_modules/.installed ## install the template validators (asl-validator, parliament, checkov)
 
 $(VENV)/.bench-installed: $(VENV)/.installed requirements-bench.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-bench.txt
@@ -97,9 +108,10 @@ cdk-install: node_modules/.installed ## install the pinned CDK CLI (aws-cdk 2.11
 package: setup ## build the job artifacts into dist/package (jobs zip, dependencies, entry point)
 	$(PY) -m scripts.package_jobs --out dist/package
 
-synth: setup cdk-install package ## synthesize ENV's stacks, cdk-nag included (make synth ENV=prod)
+synth: setup cdk-install audit-setup package ## synthesize ENV's stacks, cdk-nag, cfn-lint and the template validators included (make synth ENV=prod)
 	$(CDK) synth $(CDK_FLAGS) --quiet
 	$(abspath $(VENV))/bin/cfn-lint --non-zero-exit-code error -- cdk.out/Winnow-$(ENV)-*.template.json
+	$(PY) -m scripts.validate_templates cdk.out/Winnow-$(ENV)-*.template.json
 
 synth-all: ## synthesize every environment (as CI does)
 	$(MAKE) synth ENV=dev
@@ -118,5 +130,5 @@ deploy: setup cdk-install package ## deploy ENV: code, config and infrastructure
 destroy: setup cdk-install ## delete ENV's stacks (prod keeps its data: see README "Deploy")
 	$(CDK) destroy --all $(CDK_FLAGS)
 
-test-infra: setup ## the infrastructure tests only (synth, IAM, cdk-nag, cfn-lint, state machine in moto)
+test-infra: setup audit-setup ## the infrastructure tests only (synth, IAM, cdk-nag, cfn-lint, state machine in moto)
 	$(PY) -m pytest tests/infra

@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from cdk.config_check import EnvConfigError as EnvConfigError  # re-exported: the config error callers import
+from cdk.config_check import check as _check
+from cdk.vpc_config import SHAPES as VPC_SHAPES
+from cdk.vpc_config import VpcConfig
 from jobs.config import JobConfig, config_from_dict
 from jobs.contract import (
     DYNAMODB_MAX_PROVISIONED_UNITS,
@@ -50,15 +54,6 @@ _PREFIX = re.compile(r"([A-Za-z0-9!_.*'()-]+/)+")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 _SCHEDULE = re.compile(r"(cron|rate)\(.+\)")
 _KMS_KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:[a-z]{2}(-[a-z]+)+-\d:\d{12}:key/[A-Za-z0-9-]+")
-
-
-class EnvConfigError(InvalidConfigError):
-    """An env name or an env config file is wrong: names the key, what was given and what is allowed."""
-
-
-def _check(ok: bool, key: str, given: Any, allowed: str) -> None:
-    if not ok:
-        raise EnvConfigError(f"{key}: given {json.dumps(given)}; allowed: {allowed}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +146,8 @@ class EmrConfig:
         }
     )
     """Spark settings passed with spark-submit (`--conf k=v`): driver and executor sizes belong here."""
+    vpc: VpcConfig | None = None
+    """The network the workers run in (cdk/vpc_config.py); null: none, as EMR Serverless runs it by default."""
 
     def __post_init__(self) -> None:
         _check(
@@ -466,11 +463,21 @@ def config_from_data(env: str, data: Any) -> EnvConfig:
     except EnvConfigError:
         raise
     except InvalidConfigError as err:
-        allowed = "jobs, " + ", ".join(EnvSettings.__dataclass_fields__)
-        raise EnvConfigError(f"{err}" + ("" if "allowed" in str(err) else f"; allowed keys: {allowed}")) from None
+        raise EnvConfigError(_with_allowed(str(err))) from None
     try:
         job_config = config_from_dict(JobConfig, jobs, "jobs")
     except InvalidConfigError as err:
         raise EnvConfigError(str(err)) from None
     settings = {name: getattr(parsed, name) for name in EnvSettings.__dataclass_fields__}
     return EnvConfig(env=env, jobs=jobs, job_config=job_config, **settings)
+
+
+def _with_allowed(message: str) -> str:
+    """A type error of the settings, completed with what is allowed where the generic check does not say."""
+    if "allowed" in message:
+        return message
+    if message.startswith("emr.vpc:"):
+        return f"{message}; allowed: {VPC_SHAPES}"
+    if "expected an object" in message:
+        return f"{message}; allowed: an object"
+    return f"{message}; allowed keys: jobs, " + ", ".join(EnvSettings.__dataclass_fields__)

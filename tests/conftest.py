@@ -38,7 +38,14 @@ def spark() -> Iterator[SparkSession]:
 
 
 # Fixtures that tell a test's cost: whoever uses them gets the marker.
-FIXTURE_MARKERS = {"spark": "spark", "synthesized": "synth", "dev": "synth", "prod": "synth", "build_dir": "synth"}
+FIXTURE_MARKERS = {
+    "spark": "spark",
+    "synthesized": "synth",
+    "dev": "synth",
+    "prod": "synth",
+    "build_dir": "synth",
+    "audit_venv": "audit",
+}
 # Modules whose tests talk to moto get `aws`: they import it, or the loopback DynamoDB server built on it.
 AWS_MODULES = ("moto", "tests.pipeline.manifest_server")
 
@@ -66,6 +73,8 @@ def costliest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
     for item in items:
         module = item.nodeid.split("::")[0]
         marks = {mark.name for mark in item.iter_markers()}
-        cost[module] = cost.get(module, 0) + (30 if "slow" in marks else 5 if marks & {"spark", "synth"} else 0)
+        cost[module] = cost.get(module, 0) + (
+            30 if "slow" in marks else 5 if marks & {"spark", "synth", "audit"} else 0
+        )
     order = {module: rank for rank, module in enumerate(sorted(cost, key=lambda module: -cost[module]))}
     return sorted(items, key=lambda item: order[item.nodeid.split("::")[0]])

@@ -13,7 +13,7 @@ from typing import Any
 from aws_cdk import Stack, Token
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from cdk.artifact_layout import (
     BUILD_FILES,
@@ -26,6 +26,7 @@ from cdk.artifact_layout import (
     IGLU_RESOLVER,
     PACKAGE_ZIP,
 )
+from cdk.audit import LOGS_WITHOUT_CMK, acknowledge_checkov, acknowledge_parliament
 from cdk.errors import ArtifactsNotBuiltError
 from cdk.nag import acknowledge, resource_finding
 
@@ -124,6 +125,7 @@ class JobArtifacts(Construct):
         (handler,) = [c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment")]
         why = "CDK's BucketDeployment handler (library code): "
         acknowledge(handler, "L1", why + "its Python runtime is pinned by aws-cdk-lib, updated with the library")
+        self._acknowledge_audit(handler)
         acknowledge(
             handler,
             "IAM4",
@@ -152,3 +154,25 @@ class JobArtifacts(Construct):
             why + "writes new versions under jobs/ (it never prunes: prune=False)",
             resource_finding(self, bucket.arn_for_objects("*")),
         )
+
+    @staticmethod
+    def _acknowledge_audit(handler: IConstruct) -> None:
+        """checkov's and parliament's findings of CDK's upload Lambda (its function, log group and role policy)."""
+        why = "CDK's BucketDeployment handler (library code, run by CloudFormation on deploy only): "
+        for check, reason in {
+            "CKV_AWS_115": "no reserved concurrency, which would take from the account's unreserved pool",
+            "CKV_AWS_116": "CloudFormation invokes it synchronously, so a dead-letter queue would never receive",
+            "CKV_AWS_117": "it calls only S3's API; a VPC would add endpoints for nothing",
+            "CKV_AWS_173": "its environment variables are settings, no secrets; Lambda encrypts them at rest anyway",
+        }.items():
+            acknowledge_checkov(handler, check, why + reason)
+        acknowledge_checkov(handler.node.find_child("LogGroup"), "CKV_AWS_158", LOGS_WITHOUT_CMK)
+        policy = handler.node.find_child("ServiceRole").node.find_child("DefaultPolicy")
+        for action in ("s3:GetObject*", "s3:List*"):
+            acknowledge_parliament(
+                policy,
+                "RESOURCE_MISMATCH",
+                action,
+                why + f"CDK's grant writes {action} on the buckets and their objects; the actions it expands to that "
+                "take other resources (access points, access grants, jobs) grant nothing on them",
+            )

@@ -8,6 +8,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
+from cdk.audit import acknowledge_checkov
 from jobs.contract import DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
 
 
@@ -48,4 +49,10 @@ class ManifestTable(Construct):
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST if read is None else dynamodb.BillingMode.PROVISIONED,
             read_capacity=read,
             write_capacity=write,
+        )
+        acknowledge_checkov(
+            self.table,
+            "CKV_AWS_119",
+            "encrypted with the AWS managed KMS key (aws/dynamodb); a customer managed key pays off for cross-account "
+            "access or revoking the key, which the manifest (read by the dedup job only) does not need",
         )

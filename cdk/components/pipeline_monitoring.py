@@ -13,6 +13,8 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from cdk.audit import acknowledge_checkov
+
 METRICS_NAMESPACE = "Winnow"
 """Where the state machine publishes each job's figures (dimensions `Env` and `Job`)."""
 JOBS = ("dedup", "shred")
@@ -49,6 +51,12 @@ class FailureTopic(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: FailureTopicProps) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(self, "Topic", display_name=props.name, enforce_ssl=True)
+        acknowledge_checkov(
+            self.topic,
+            "CKV_AWS_26",
+            "unencrypted: CloudWatch alarms cannot publish to a topic under the AWS managed key (aws/sns), and its "
+            "messages are run ids and error causes, no event data",
+        )
         for email in props.emails:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
 

@@ -19,6 +19,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from cdk.audit import LOGS_WITHOUT_CMK, acknowledge_checkov
 from cdk.components.state_machine.emr_job import EmrJobs, EmrJobsProps
 from cdk.components.state_machine.failure_notification import FailureNotification, FailureNotificationProps
 from cdk.components.state_machine.input_plan import InputPlan, InputPlanProps
@@ -216,6 +217,7 @@ class PipelineStateMachine(Construct):
             retention=logs.RetentionDays.THREE_MONTHS,
             removal_policy=RemovalPolicy.RETAIN if props.retain_logs else RemovalPolicy.DESTROY,
         )
+        acknowledge_checkov(log_group, "CKV_AWS_158", LOGS_WITHOUT_CMK)
         state_machine = sfn.StateMachine(
             self,
             "StateMachine",

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
+
+from cdk.audit import acknowledge_checkov, acknowledge_parliament
+
+AUTO_DELETE_PROVIDER = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
+"""CDK's one auto-delete Lambda per stack (`auto_delete_objects`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,12 +28,21 @@ class SecureBucketProps:
     """Key prefix of this bucket's access logs in `access_logs`."""
     versioned: bool = False
     """Keep object versions (the artifacts bucket: nothing deployed is ever lost)."""
+    unversioned_reason: str = ""
+    """Why an unversioned bucket needs no versions (required then: checkov's CKV_AWS_21 acknowledgement)."""
     expire_after_days: int | None = None
     """Delete objects this many days after creation; None: keep them."""
     abort_uploads_after_days: int = 7
     """Abort multipart uploads left incomplete this many days after they started."""
     lifecycle_rules: tuple[s3.LifecycleRule, ...] = ()
     """More lifecycle rules, after `Expire` and before `AbortIncompleteUploads`."""
+
+    def __post_init__(self) -> None:
+        if self.versioned == bool(self.unversioned_reason.strip()):
+            raise ValueError(
+                f"bucket {self.bucket_name}: given versioned={self.versioned}, unversioned_reason="
+                f"{self.unversioned_reason!r}; allowed: versioned, or unversioned with the reason"
+            )
 
 
 class SecureBucket(Construct):
@@ -62,3 +76,43 @@ class SecureBucket(Construct):
             # Emptying a bucket on delete needs CDK's custom-resource Lambda: only where data is disposable.
             auto_delete_objects=not props.retain,
         )
+        self._acknowledge(props)
+
+    def _acknowledge(self, props: SecureBucketProps) -> None:
+        """checkov's and parliament's findings this baseline accepts, on the resources that cause them."""
+        if not props.versioned:
+            acknowledge_checkov(self.bucket, "CKV_AWS_21", props.unversioned_reason)
+        if props.access_logs is None:
+            acknowledge_checkov(
+                self.bucket, "CKV_AWS_18", "the access-log bucket itself: logging its own access would log the logs"
+            )
+        if props.retain:
+            return
+        # CDK's auto-delete (dev): its Lambda empties the bucket when the stack is deleted, after putting a bucket
+        # policy that denies new writes; the bucket policy lets only that Lambda's role do so.
+        why = "CDK's auto-delete-objects (disposable data only): "
+        policy = self.bucket.policy
+        assert policy is not None  # enforce_ssl and auto-delete both make it
+        acknowledge_parliament(
+            policy,
+            "RESOURCE_MISMATCH",
+            "s3:List*",
+            why + "its grant lists the bucket with a wildcard; the List actions that take no bucket (access points, "
+            "access grants, jobs) grant nothing on it",
+        )
+        acknowledge_parliament(
+            policy,
+            "RESOURCE_POLICY_PRIVILEGE_ESCALATION",
+            "s3:PutBucketPolicy",
+            why + "its Lambda's role puts the deny-writes policy before it deletes the objects; no other principal "
+            "gets s3:PutBucketPolicy",
+        )
+        handler = Stack.of(self).node.find_child(AUTO_DELETE_PROVIDER).node.find_child("Handler")
+        assert isinstance(handler, CfnResource)
+        why = "CDK's auto-delete-objects Lambda (library code, run by CloudFormation on stack deletion only): "
+        for check, reason in {
+            "CKV_AWS_115": "no reserved concurrency, which would take from the account's unreserved pool",
+            "CKV_AWS_116": "CloudFormation invokes it synchronously, so a dead-letter queue would never receive",
+            "CKV_AWS_117": "it calls only S3's API; a VPC would add endpoints for nothing",
+        }.items():
+            acknowledge_checkov(handler, check, why + reason)

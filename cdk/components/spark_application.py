@@ -11,6 +11,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from cdk.components.job_network import JobPlacement
 from cdk.nag import acknowledge, resource_finding
 
 
@@ -38,6 +39,8 @@ class SparkApplicationProps:
     """Key prefix of the job logs."""
     log4j2: Mapping[str, str] = field(default_factory=dict)
     """log4j2 properties set on the driver's and the executors' log4j2.properties (EMR's own file otherwise)."""
+    network: JobPlacement | None = None
+    """The subnets and security groups of the workers (`emr.vpc`); None: no VPC."""
 
 
 EMR_EVENTS_RULE = "StepFunctionsGetEventsForEMRServerlessJobRule"
@@ -72,6 +75,11 @@ class SparkApplication(Construct):
                 for name in ("spark-driver-log4j2", "spark-executor-log4j2")
             ]
             if props.log4j2
+            else None,
+            network_configuration=emr.CfnApplication.NetworkConfigurationProperty(
+                subnet_ids=list(props.network.subnet_ids), security_group_ids=list(props.network.security_group_ids)
+            )
+            if props.network
             else None,
         )
         self.application_id: str = self.application.attr_application_id

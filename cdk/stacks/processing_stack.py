@@ -1,4 +1,5 @@
-"""The processing stack: the EMR Serverless application, the job execution role and the job artifacts."""
+"""The processing stack: the EMR Serverless application (and its network), the job execution role and the job
+artifacts."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from constructs import Construct
 
 from cdk.components.job_artifacts import JobArtifacts, JobArtifactsProps
 from cdk.components.job_execution_role import JobExecutionRole, JobExecutionRoleProps
+from cdk.components.job_network import JobNetwork, JobNetworkProps, JobPlacement, check_registries_reachable
 from cdk.components.lake_manifest_bucket import LAKE_PREFIX
 from cdk.components.spark_application import SparkApplication, SparkApplicationProps
 from cdk.config import EnvConfig
@@ -30,7 +32,8 @@ JOB_LOG_PREFIX = "emr/"
 
 
 class ProcessingStack(Stack):
-    """Runs the packaged jobs: a Spark application, the role its job runs assume, and one artifacts version.
+    """Runs the packaged jobs: a Spark application (in the VPC `emr.vpc` creates, if it does), the role its job runs
+    assume, and one artifacts version.
 
     The storage stack's buckets and table are referred to by name (cdk/naming.py), deployed after it.
     """
@@ -61,6 +64,12 @@ class ProcessingStack(Stack):
         manifest_table = None if lake else dynamodb.Table.from_table_name(self, "ManifestTable", names.manifest_table)
         manifest_bucket = bucket("ManifestBucket", names.manifest_bucket) if lake else None
         emr = config.emr
+        self.network: JobNetwork | None = None
+        if emr.vpc is not None and emr.vpc.create:
+            check_registries_reachable(config.job_config.shred.iglu_config, build_dir)
+            self.network = JobNetwork(
+                self, "Network", JobNetworkProps(max_azs=emr.vpc.azs, retain_logs=config.retain_data)
+            )
         self.spark = SparkApplication(
             self,
             "Spark",
@@ -76,6 +85,7 @@ class ProcessingStack(Stack):
                 log_prefix=JOB_LOG_PREFIX,
                 # Spark's warnings expected in our plans, silenced on EMR as locally (jobs/runtime/log4j2.properties).
                 log4j2=expected_warning_loggers(),
+                network=self.network.placement if self.network else existing_placement(config),
             ),
         )
         self.artifacts = JobArtifacts(
@@ -112,6 +122,14 @@ class ProcessingStack(Stack):
             "OutputBucketName": names.output_bucket,
         }.items():
             CfnOutput(self, output_id, value=value)
+
+
+def existing_placement(config: EnvConfig) -> JobPlacement | None:
+    """The subnets and security groups `emr.vpc` names (an existing VPC), or None (no VPC, or a created one)."""
+    vpc = config.emr.vpc
+    if vpc is None or vpc.create:
+        return None
+    return JobPlacement(subnet_ids=vpc.subnet_ids, security_group_ids=vpc.security_group_ids)
 
 
 DEPLOYED_WITHOUT = {"output": "queue", "manifest": "uri"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
@@ -17,6 +17,9 @@ from cdk.components.manifest_table import ManifestTable, ManifestTableProps
 from cdk.components.secure_bucket import SecureBucket, SecureBucketProps
 from cdk.config import EnvConfig
 from cdk.naming import resource_names
+
+INPUT_NONCURRENT_VERSION_DAYS = 30
+"""How long an input object deleted or overwritten stays recoverable: the input is the one copy of the events."""
 
 
 class StorageStack(Stack):
@@ -39,6 +42,7 @@ class StorageStack(Stack):
                 retain=retain,
                 access_logs=None,
                 expire_after_days=storage.access_log_retention_days,
+                unversioned_reason="server access logs: written once by S3, expired by the lifecycle rule",
             ),
         ).bucket
 
@@ -57,11 +61,35 @@ class StorageStack(Stack):
                 ),
             ).bucket
 
-        self.input_bucket = bucket("Input", names.input_bucket, storage.input_bucket is not None)
-        self.output_bucket = bucket("Output", names.output_bucket, storage.output_bucket is not None)
+        # The input is the one copy of the events (everything else is made from it): a deleted or overwritten
+        # object stays recoverable for a while.
+        self.input_bucket = bucket(
+            "Input",
+            names.input_bucket,
+            storage.input_bucket is not None,
+            versioned=True,
+            lifecycle_rules=(
+                s3.LifecycleRule(
+                    id="ExpireNoncurrentVersions",
+                    noncurrent_version_expiration=Duration.days(INPUT_NONCURRENT_VERSION_DAYS),
+                    expired_object_delete_marker=True,
+                ),
+            ),
+        )
+        self.output_bucket = bucket(
+            "Output",
+            names.output_bucket,
+            storage.output_bucket is not None,
+            unversioned_reason="the jobs' output is made again from the input by a rerun, which replaces a run "
+            "folder's files: versions would keep every replaced Spark part file",
+        )
         self.artifacts_bucket = bucket("Artifacts", names.artifacts_bucket, False, versioned=True)
         self.job_logs_bucket = bucket(
-            "JobLogs", names.job_logs_bucket, False, expire_after_days=storage.job_log_retention_days
+            "JobLogs",
+            names.job_logs_bucket,
+            False,
+            expire_after_days=storage.job_log_retention_days,
+            unversioned_reason="EMR job logs: written once, expired by the lifecycle rule",
         )
         manifest = config.manifest
         self.manifest_table: dynamodb.ITable = ManifestTable(

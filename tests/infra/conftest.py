@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,3 +46,29 @@ def dev_lake(build_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Synth
     data = json.loads((CONFIG_DIR / "dev.json").read_text(encoding="utf-8"))
     data["manifest"]["backend"] = "lake"
     return synthesize(config_from_data("dev", data), build_dir, tmp_path_factory.mktemp("cdk-dev-lake"))
+
+
+EXISTING_VPC = {
+    "subnet_ids": ["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"],
+    "security_group_ids": ["sg-0123456789abcdef0"],
+}
+"""`emr.vpc` of the `dev_vpc` variant: an existing VPC's subnets and security group."""
+
+
+def dev_variant(build_dir: Path, outdir: Path, **emr: Any) -> Synthesized:
+    """dev with `emr` keys changed, synthesized (with cdk-nag)."""
+    data = json.loads((CONFIG_DIR / "dev.json").read_text(encoding="utf-8"))
+    data["emr"].update(emr)
+    return synthesize(config_from_data("dev", data), build_dir, outdir)
+
+
+@pytest.fixture(scope="session")
+def dev_vpc(build_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """dev with `emr.vpc` naming existing subnets and a security group (the application's NetworkConfiguration)."""
+    return dev_variant(build_dir, tmp_path_factory.mktemp("cdk-dev-vpc"), vpc=EXISTING_VPC)
+
+
+@pytest.fixture(scope="session")
+def dev_new_vpc(build_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """dev with `emr.vpc` `create` (the JobNetwork: VPC, gateway endpoints, flow logs, security group)."""
+    return dev_variant(build_dir, tmp_path_factory.mktemp("cdk-dev-new-vpc"), vpc={"create": True})

@@ -1,4 +1,4 @@
-"""cdk-nag AwsSolutions: no unacknowledged finding in any env (or the lake variant); cfn-lint: no error in any
+"""cdk-nag AwsSolutions: no unacknowledged finding in any env (or the dev variants); cfn-lint: no error in any
 template."""
 
 from __future__ import annotations
@@ -13,17 +13,19 @@ import cdk_nag
 import pytest
 from aws_cdk import aws_s3 as s3
 
+from cdk.config import ENVIRONMENTS
 from cdk.nag import acknowledge
 from tests.infra.helpers import Synthesized
 
-VARIANTS = ["dev", "prod", "dev-lake"]
-"""Every env, and dev with the lake manifest (its bucket and job role statements)."""
+VARIANTS = ["dev", "prod", "dev-lake", "dev-vpc", "dev-new-vpc"]
+"""Every env; dev with the lake manifest (its bucket and job role statements), and with `emr.vpc` (existing
+subnets; a created VPC with its endpoints, flow logs and security group)."""
 
 
 @pytest.fixture
 def variant(request: pytest.FixtureRequest, synthesized: dict[str, Synthesized]) -> Synthesized:
     name: str = request.param
-    return request.getfixturevalue("dev_lake") if name == "dev-lake" else synthesized[name]
+    return synthesized[name] if name in ENVIRONMENTS else request.getfixturevalue(name.replace("-", "_"))
 
 
 @pytest.mark.parametrize("variant", VARIANTS, indirect=True)

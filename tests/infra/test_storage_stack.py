@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cdk.stacks.storage_stack import INPUT_NONCURRENT_VERSION_DAYS
 from tests.infra.helpers import Synthesized, only, resources
 
 BUCKETS = ("access-logs", "input", "output", "artifacts", "job-logs")
@@ -76,6 +77,15 @@ def test_every_bucket_is_encrypted_private_logged_and_named_per_env(dev: Synthes
     assert _buckets(dev)[bucket_name("dev", "artifacts")]["Properties"]["VersioningConfiguration"] == {
         "Status": "Enabled"
     }
+
+
+def test_the_input_bucket_keeps_deleted_or_overwritten_objects_for_a_while(prod: Synthesized) -> None:
+    """The input is the one copy of the events: versioned, older versions expire (checkov CKV_AWS_21)."""
+    props = _buckets(prod)[bucket_name("prod", "input")]["Properties"]
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    (rule,) = [r for r in props["LifecycleConfiguration"]["Rules"] if r["Id"] == "ExpireNoncurrentVersions"]
+    assert rule["NoncurrentVersionExpiration"] == {"NoncurrentDays": INPUT_NONCURRENT_VERSION_DAYS}
+    assert rule["ExpiredObjectDeleteMarker"] is True
 
 
 def test_every_bucket_denies_requests_without_tls(dev: Synthesized) -> None:

@@ -1,7 +1,7 @@
 """The job metrics: after each job run, its summary.json's figures are put in CloudWatch.
 
-From the state machine, not the job: an EMR Serverless application without a VPC reaches S3 but not CloudWatch
-metrics. A failure here is recorded (`$.metricsErrors.<job>`) and never fails the run.
+From the state machine, not the job: an EMR Serverless application without a VPC reaches S3, but is not documented
+to reach CloudWatch metrics (docs/deploy.md, "Network"). A failure here is recorded (`$.metricsErrors.<job>`) and never fails the run.
 """
 
 from __future__ import annotations
