@@ -66,6 +66,18 @@ def acknowledge_parliament(scope: IConstruct, issue: str, subject: str, reason: 
         resource.add_metadata(AUDIT_KEY, entries)
 
 
+def acknowledge_provider_lambda(handler: IConstruct, what: str, calls: str) -> None:
+    """checkov's Lambda checks on a handler of CDK's own custom resources (`what`, e.g. "CDK's auto-delete-objects
+    Lambda"), which CloudFormation runs synchronously on deploy or delete, calling only `calls` (e.g. "S3's API")."""
+    why = f"{what} (library code, run by CloudFormation on deploy or delete only): "
+    for check, reason in {
+        "CKV_AWS_115": "no reserved concurrency, which would take from the account's unreserved pool",
+        "CKV_AWS_116": "CloudFormation invokes it synchronously, so a dead-letter queue would never receive",
+        "CKV_AWS_117": f"it calls only {calls}; a VPC would add endpoints for nothing",
+    }.items():
+        acknowledge_checkov(handler, check, why + reason)
+
+
 def cfn_resource(scope: IConstruct) -> cdk.CfnResource:
     """`scope` itself when it is a CloudFormation resource, else its default child (an L2 construct's resource).
 

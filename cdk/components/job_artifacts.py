@@ -26,7 +26,7 @@ from cdk.artifact_layout import (
     IGLU_RESOLVER,
     PACKAGE_ZIP,
 )
-from cdk.audit import LOGS_WITHOUT_CMK, acknowledge_checkov, acknowledge_parliament
+from cdk.audit import LOGS_WITHOUT_CMK, acknowledge_checkov, acknowledge_parliament, acknowledge_provider_lambda
 from cdk.errors import ArtifactsNotBuiltError
 from cdk.nag import acknowledge, resource_finding
 
@@ -159,13 +159,12 @@ class JobArtifacts(Construct):
     def _acknowledge_audit(handler: IConstruct) -> None:
         """checkov's and parliament's findings of CDK's upload Lambda (its function, log group and role policy)."""
         why = "CDK's BucketDeployment handler (library code, run by CloudFormation on deploy only): "
-        for check, reason in {
-            "CKV_AWS_115": "no reserved concurrency, which would take from the account's unreserved pool",
-            "CKV_AWS_116": "CloudFormation invokes it synchronously, so a dead-letter queue would never receive",
-            "CKV_AWS_117": "it calls only S3's API; a VPC would add endpoints for nothing",
-            "CKV_AWS_173": "its environment variables are settings, no secrets; Lambda encrypts them at rest anyway",
-        }.items():
-            acknowledge_checkov(handler, check, why + reason)
+        acknowledge_provider_lambda(handler, "CDK's BucketDeployment handler", "S3's API")
+        acknowledge_checkov(
+            handler,
+            "CKV_AWS_173",
+            why + "its environment variables are settings, no secrets; Lambda encrypts them at rest anyway",
+        )
         acknowledge_checkov(handler.node.find_child("LogGroup"), "CKV_AWS_158", LOGS_WITHOUT_CMK)
         policy = handler.node.find_child("ServiceRole").node.find_child("DefaultPolicy")
         for action in ("s3:GetObject*", "s3:List*"):

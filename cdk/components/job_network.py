@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import CfnResource, RemovalPolicy, Stack
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from cdk.audit import acknowledge_checkov
+from cdk.audit import acknowledge_checkov, acknowledge_provider_lambda
 from cdk.config_check import EnvConfigError
 from jobs.iglu.resolver import HttpRepository, Resolver
 
@@ -108,15 +108,8 @@ class JobNetwork(Construct):
         """checkov's findings of CDK's Lambda that empties the default security group (library code, run by
         CloudFormation when the VPC is created; cdk-nag and parliament report none)."""
         provider = Stack.of(self).node.find_child(RESTRICT_DEFAULT_SG_PROVIDER)
-        why = "CDK's restrict-default-security-group Lambda (library code, run by CloudFormation on deploy only): "
         handler = provider.node.find_child("Handler")
-        assert isinstance(handler, CfnResource)
-        for check, reason in {
-            "CKV_AWS_115": "no reserved concurrency, which would take from the account's unreserved pool",
-            "CKV_AWS_116": "CloudFormation invokes it synchronously, so a dead-letter queue would never receive",
-            "CKV_AWS_117": "it calls only EC2's API, from outside the VPC it changes",
-        }.items():
-            acknowledge_checkov(handler, check, why + reason)
+        acknowledge_provider_lambda(handler, "CDK's restrict-default-security-group Lambda", "EC2's API")
 
 
 def remote_registries(iglu_config: str | None, build_dir: Path) -> list[str]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from cdk.audit import acknowledge_checkov, acknowledge_parliament
+from cdk.audit import acknowledge_checkov, acknowledge_parliament, acknowledge_provider_lambda
 
 AUTO_DELETE_PROVIDER = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
 """CDK's one auto-delete Lambda per stack (`auto_delete_objects`)."""
@@ -108,11 +108,4 @@ class SecureBucket(Construct):
             "gets s3:PutBucketPolicy",
         )
         handler = Stack.of(self).node.find_child(AUTO_DELETE_PROVIDER).node.find_child("Handler")
-        assert isinstance(handler, CfnResource)
-        why = "CDK's auto-delete-objects Lambda (library code, run by CloudFormation on stack deletion only): "
-        for check, reason in {
-            "CKV_AWS_115": "no reserved concurrency, which would take from the account's unreserved pool",
-            "CKV_AWS_116": "CloudFormation invokes it synchronously, so a dead-letter queue would never receive",
-            "CKV_AWS_117": "it calls only S3's API; a VPC would add endpoints for nothing",
-        }.items():
-            acknowledge_checkov(handler, check, why + reason)
+        acknowledge_provider_lambda(handler, "CDK's auto-delete-objects Lambda", "S3's API")
