@@ -108,6 +108,11 @@ cdk-install: node_modules/.installed ## install the pinned CDK CLI (aws-cdk 2.11
 package: setup ## build the job artifacts into dist/package (jobs zip, dependencies, entry point)
 	$(PY) -m scripts.package_jobs --out dist/package
 
+# The built artifacts run as EMR and Lambda run them, in fresh venvs cached under dist/rehearsal/ (docs/deploy.md).
+.PHONY: rehearse
+rehearse: package ## run the built artifacts in fresh venvs as EMR and Lambda would: dedup, shred, the input planner
+	$(PY) -m scripts.rehearse_artifacts --env $(ENV)
+
 synth: setup cdk-install audit-setup package ## synthesize ENV's stacks, cdk-nag, cfn-lint and the template validators included (make synth ENV=prod)
 	$(CDK) synth $(CDK_FLAGS) --quiet
 	$(abspath $(VENV))/bin/cfn-lint --non-zero-exit-code error -- cdk.out/Winnow-$(ENV)-*.template.json

@@ -20,7 +20,6 @@ from constructs import Construct
 
 from cdk.audit import acknowledge_checkov, acknowledge_provider_lambda
 from cdk.config_check import EnvConfigError
-from jobs.iglu.resolver import HttpRepository, Resolver
 
 VPC_CIDR = "10.0.0.0/16"
 SUBNET_MASK = 20
@@ -118,15 +117,26 @@ def remote_registries(iglu_config: str | None, build_dir: Path) -> list[str]:
     absolute one, or a file the build lacks, is not read (empty list).
 
     Raises:
-        InvalidConfigError: the build's resolver config is not a valid one.
+        EnvConfigError: the build's resolver config is not one (no `data.repositories` with their connections).
     """
     if iglu_config is None or "://" in iglu_config or iglu_config.startswith(("/", "file:")):
         return []
     path = build_dir / iglu_config
     if not path.is_file():
         return []
-    resolver = Resolver.from_config(path.read_text(encoding="utf-8"), str(path), label="jobs.shred.iglu_config")
-    return [repo.describe() for repo in resolver.repositories if isinstance(repo, HttpRepository)]
+    # The repositories only, read here (cdk/ does not import the jobs' resolver): the jobs check the whole config.
+    try:
+        repositories = json.loads(path.read_text(encoding="utf-8"))["data"]["repositories"]
+        return [
+            f"{repository['name']} (http {repository['connection']['http']['uri']})"
+            for repository in repositories
+            if "http" in repository["connection"]
+        ]
+    except (ValueError, KeyError, TypeError) as error:
+        raise EnvConfigError(
+            f"jobs.shred.iglu_config: given {json.dumps(iglu_config)}, whose file in the build is no Iglu resolver "
+            f"config ({type(error).__name__}: {error}); allowed: a resolver-config 1-0-* document"
+        ) from error
 
 
 def check_registries_reachable(iglu_config: str | None, build_dir: Path) -> None:

@@ -1,7 +1,8 @@
 """moto's DynamoDB on 127.0.0.1 for Spark executors, behind a proxy that can inject throttling and failures.
 
 moto's backend is not thread-safe (a Query iterating a table while a PutItem adds to it raised "dictionary changed
-size during iteration" and answered 500): the server hands it one request at a time.
+size during iteration" and answered 500): the server (scripts/rehearsal/moto_server.py, which `make rehearse` runs
+too) hands it one request at a time.
 """
 
 from __future__ import annotations
@@ -10,17 +11,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
 
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-from werkzeug.serving import make_server
-
-if TYPE_CHECKING:
-    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+from scripts.rehearsal.moto_server import moto_server
 
 THROTTLED = (
     b'{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"Rate exceeded"}'
@@ -90,34 +86,19 @@ class Faults:
             return None
 
 
-def serialized(app: WSGIApplication) -> WSGIApplication:
-    """`app` handling one request at a time: its body is produced under the lock too."""
-    lock = threading.Lock()
-
-    def handle(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        with lock:
-            body = app(environ, start_response)
-            try:
-                return list(body)
-            finally:
-                if hasattr(body, "close"):
-                    body.close()
-
-    return handle
-
-
 @contextmanager
 def dynamodb_on_loopback(faults: Faults) -> Iterator[str]:
     """Start moto and the proxy on 127.0.0.1; yield the proxy's URL; stop both."""
-    # As moto.server.ThreadedMotoServer serves it (a thread per request), but one request at a time in moto.
-    moto = make_server(
-        "127.0.0.1", 0, serialized(DomainDispatcherApplication(create_backend_app)), threaded=True,
-        request_handler=MotoRequestHandler,
-    )  # fmt: skip
-    threading.Thread(target=moto.serve_forever, daemon=True).start()
-    upstream = f"http://127.0.0.1:{moto.server_address[1]}"
-    # moto's backends live in this process, shared by every server it starts: begin with an empty one.
-    urllib.request.urlopen(urllib.request.Request(upstream + "/moto-api/reset", method="POST"), timeout=30).close()
+    with moto_server() as upstream:
+        # moto's backends live in this process, shared by every server it starts: begin with an empty one.
+        urllib.request.urlopen(urllib.request.Request(upstream + "/moto-api/reset", method="POST"), timeout=30).close()
+        with _proxy(upstream, faults) as url:
+            yield url
+
+
+@contextmanager
+def _proxy(upstream: str, faults: Faults) -> Iterator[str]:
+    """A proxy to `upstream` on 127.0.0.1 that lets `faults` answer PutItem and Query first; yields its URL."""
 
     class Proxy(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:  # quiet
@@ -159,5 +140,3 @@ def dynamodb_on_loopback(faults: Faults) -> Iterator[str]:
     finally:
         proxy.shutdown()
         proxy.server_close()
-        moto.shutdown()
-        moto.server_close()
