@@ -25,8 +25,11 @@ SYNTHETIC_STRATEGIES: tuple[str, ...] = get_args(SyntheticStrategy)
 Compression = Literal["none", "gzip"]
 ShredFormat = Literal["shred", "shred-tsv", "widerow", "widerow-parquet"]
 SHRED_FORMATS: tuple[str, ...] = get_args(ShredFormat)
-ShredLayout = Literal["rdb", "legacy"]
-SHRED_LAYOUTS: tuple[str, ...] = get_args(ShredLayout)
+# rdb: Snowplow's RDB transformer 6.x conventions (loader_parsing_error bad rows); legacy: the R30-era shapes.
+Layout = Literal["rdb", "legacy"]
+LAYOUTS: tuple[str, ...] = get_args(Layout)
+ShredLayout = Layout
+SHRED_LAYOUTS = LAYOUTS
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,8 @@ class ShredConfig:
     widerow: one JSON line per event (its Snowflake and Databricks loaders); widerow-parquet: the same in Parquet,
     entity columns typed from their schemas when `iglu_config` is set."""
     layout: ShredLayout = "rdb"
-    """rdb: what RDB Loader 6.x reads, with the shredding_complete message; legacy: the R30-era RDB Shredder's."""
+    """rdb: what RDB Loader 6.x reads, with the shredding_complete message; legacy: the R30-era RDB Shredder's.
+    Also the shape of dedup's bad rows (rdb: `loader_parsing_error`, as shred's; legacy: `{line, errors, …}`)."""
     iglu_config: str | None = None
     """An Iglu resolver config (`iglu:com.snowplowanalytics.iglu/resolver-config/jsonschema/1-0-*`), a local path
     or s3:// URI; `--iglu-config` overrides. Needed for TSV shredding and typed wide-row Parquet."""

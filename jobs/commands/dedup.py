@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from typing import Any
 
-from jobs.config import SYNTHETIC_STRATEGIES, JobConfig
+from jobs.config import LAYOUTS, SYNTHETIC_STRATEGIES, JobConfig
 from jobs.errors import InvalidArgumentError
 from jobs.fs.paths import absolute
 from jobs.fs.runs import require_earlier_shred_complete
@@ -21,6 +21,12 @@ SYNTHETIC_HELP = (
     "collector_tstamp; drop = remove all copies (written to duplicates/ and counted); off = keep all as they are. "
     "Default: the config's dedup.synthetic (reid)"
 )
+BAD_ROWS_HELP = (
+    "the shape of the bad/ rows: rdb = Snowplow's badrows schema loader_parsing_error 2-0-0 "
+    '({"schema":…,"data":{"processor","failure","payload"}}), the rows shred writes in its rdb layout, so one '
+    'bad-rows table serves both jobs; legacy = {"line","errors":[{"level","message"}],"failure_tstamp"}. '
+    "Default: the config's shred.layout (rdb)"
+)
 
 
 def register(subparsers: Any) -> None:
@@ -34,6 +40,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--output", required=True, metavar="OUT", help="the output folder; the run writes OUT/run=ID/")
     add_run_options(parser)
     add_dedup_options(parser)
+    parser.add_argument("--layout", choices=LAYOUTS, help=BAD_ROWS_HELP)
     add_incremental_options(parser)
     parser.add_argument(
         "--shredded",
@@ -109,9 +116,12 @@ def incremental_window(args: argparse.Namespace, config: JobConfig) -> Window | 
 
 
 def with_dedup_options(args: argparse.Namespace, config: JobConfig) -> JobConfig:
-    """The config with `--synthetic` and `--manifest` applied over it (the incremental options checked)."""
+    """The config with `--synthetic`, `--manifest` and `--layout` (`shred.layout`: dedup's bad rows, and in `run`
+    shred's layout too) applied over it (the incremental options checked)."""
     if args.synthetic is not None:
         config = dataclasses.replace(config, dedup=dataclasses.replace(config.dedup, synthetic=args.synthetic))
+    if args.layout is not None:
+        config = dataclasses.replace(config, shred=dataclasses.replace(config.shred, layout=args.layout))
     if args.manifest is not None:
         config = dataclasses.replace(config, manifest=dataclasses.replace(config.manifest, uri=args.manifest))
     incremental_window(args, config)  # a bad window option is a usage error before Spark starts

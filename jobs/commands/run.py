@@ -36,7 +36,11 @@ def register(subparsers: Any) -> None:
     add_run_options(parser)
     add_dedup_options(parser)
     add_incremental_options(parser)
-    add_format_option(parser)
+    add_format_option(
+        parser,
+        "; also the shape of dedup's bad/ rows (rdb: loader_parsing_error 2-0-0 bad rows, as shred's; legacy: "
+        '{"line","errors","failure_tstamp"}), so one bad-rows table serves both steps',
+    )
     parser.set_defaults(handler=handle)
 
 

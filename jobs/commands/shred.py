@@ -23,12 +23,14 @@ LAYOUT_HELP = (
 )
 
 
-def add_format_option(parser: argparse.ArgumentParser) -> None:
-    """`--format` and `--layout`, shared by `shred` and `run`."""
+def add_format_option(parser: argparse.ArgumentParser, layout_note: str = "") -> None:
+    """`--format` and `--layout`, shared by `shred` and `run` (`layout_note`: what else `--layout` sets)."""
     from jobs.config import SHRED_FORMATS, SHRED_LAYOUTS
 
     parser.add_argument("--format", choices=SHRED_FORMATS, help=f"{FORMAT_HELP} (default: shred.format of the config)")
-    parser.add_argument("--layout", choices=SHRED_LAYOUTS, help=f"{LAYOUT_HELP} (default: shred.layout of the config)")
+    parser.add_argument(
+        "--layout", choices=SHRED_LAYOUTS, help=f"{LAYOUT_HELP}{layout_note} (default: shred.layout of the config)"
+    )
     parser.add_argument(
         "--iglu-config",
         metavar="FILE",

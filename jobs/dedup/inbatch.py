@@ -22,9 +22,18 @@ from typing import NamedTuple
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from jobs.config import SyntheticStrategy
+from jobs import __version__
+from jobs.config import Layout, SyntheticStrategy
 from jobs.dedup.synthetic import can_take_duplicate_context, reidentified_line
-from jobs.enriched.parse import bad_row_json, computed_fingerprint, field, line_errors, narrow_events
+from jobs.enriched.badrows import (
+    ERROR_TYPE,
+    bad_row_json,
+    invalid_value,
+    line_failure,
+    parsing_error_row,
+    row_decoding_error,
+)
+from jobs.enriched.parse import computed_fingerprint, field, line_errors, narrow_events
 from jobs.manifest.base import ID_SEEN_EARLIER, SEEN_EARLIER
 
 # Outcomes: each input line ends in exactly one.
@@ -36,6 +45,12 @@ IN_BATCH_SYNTHETIC = "in_batch_synthetic"
 CROSS_BATCH_NATURAL = "cross_batch_natural"
 CROSS_BATCH_SYNTHETIC = "cross_batch_synthetic"
 SYNTHETIC_REASONS = (IN_BATCH_SYNTHETIC, CROSS_BATCH_SYNTHETIC)
+# `processor.artifact` of dedup's `loader_parsing_error` bad rows (shred's: `winnow`).
+PROCESSOR_ARTIFACT = "winnow-dedup"
+NOT_AN_ENVELOPE = (
+    'derived_contexts is neither empty nor a contexts envelope {"schema":…,"data":[…]}, so the duplicate context of '
+    "this synthetic duplicate cannot be added (dedup.synthetic reid)"
+)
 
 
 def first_copy_order() -> list[Column]:
@@ -167,10 +182,10 @@ def decision_table(events: DataFrame, answered: DataFrame | None = None) -> Data
 
 
 def apply_decisions(
-    lines: DataFrame, decisions: DataFrame, strategy: SyntheticStrategy, run_time: datetime
+    lines: DataFrame, decisions: DataFrame, strategy: SyntheticStrategy, run_time: datetime, layout: Layout = "rdb"
 ) -> DataFrame:
     """`outcome`, `reason`, `text` for every line: the lines `decisions` (from `decision_rows`) names as it says,
-    the rest good as they are.
+    the rest good as they are; a bad line's text is its bad row in the `layout`'s shape (`bad_rows`).
 
     The decision table is broadcast, so each line is looked up by `row_id` where it is read: the per-row work
     for a line nobody has to decide is the lookup alone; the texts of decided lines are built here, so the
@@ -178,16 +193,48 @@ def apply_decisions(
     """
     joined = lines.join(F.broadcast(decisions), "row_id", "left")
     line, decided = F.col("value"), F.col("outcome").isNotNull()
-    chosen = _decide(line, strategy)
+    chosen = _decide(line, strategy, layout)
+    of_invalid, of_decided = bad_rows(line, chosen.errors, run_time, layout)
     text = (
         F.when(~decided, line)
-        .when(~F.col("valid"), bad_row_json(line, line_errors(line), run_time))
-        .when(F.col("outcome") == BAD, bad_row_json(line, chosen.errors, run_time))
+        .when(~F.col("valid"), of_invalid)
+        .when(F.col("outcome") == BAD, of_decided)
         .otherwise(chosen.line)
     )
     return joined.select(
         F.when(decided, F.col("outcome")).otherwise(F.lit(GOOD)).alias("outcome"), "reason", text.alias("text")
     )
+
+
+def bad_rows(line: Column, errors: Column, run_time: datetime, layout: Layout) -> tuple[Column, Column]:
+    """The bad row of an invalid line, and of a valid line decided bad (its `errors`, from `_decide`: a synthetic
+    copy `reid` cannot re-identify).
+
+    rdb: `loader_parsing_error` 2-0-0, as shred's rdb layout writes it (processor `winnow-dedup`): an invalid
+    line's failure is `NotTSV`, `FieldNumberMismatch` or a `RowDecodingError` listing the values dedup checks
+    that do not decode (`badrows.line_failure`); a copy reid cannot re-identify is a `RowDecodingError` with an
+    `InvalidValue` for its derived_contexts. legacy: `{"line", "errors", "failure_tstamp"}` with dedup's messages.
+    """
+    if layout == "legacy":
+        return bad_row_json(line, line_errors(line), run_time), bad_row_json(line, errors, run_time)
+
+    def row(problem: Column) -> Column:
+        return parsing_error_row(line, problem, PROCESSOR_ARTIFACT, __version__)
+
+    return row(line_failure(line)), row(row_decoding_error(errors))
+
+
+def _not_an_envelope(derived: Column, layout: Layout) -> Column:
+    """The error of a synthetic copy whose `derived` contexts cannot take the duplicate context, in `layout`'s
+    shape: a message (legacy) or an `InvalidValue` (rdb)."""
+    if layout == "legacy":
+        return F.concat(
+            F.lit('derived_contexts is not a contexts envelope {"schema":…,"data":[…]}, so the duplicate '
+                  "context of this synthetic duplicate cannot be added: '"),
+            F.substring(derived, 1, 100),
+            F.lit("'"),
+        )  # fmt: skip
+    return invalid_value("derived_contexts", derived, NOT_AN_ENVELOPE)
 
 
 class _Decision(NamedTuple):
@@ -204,9 +251,9 @@ class _Case(NamedTuple):
     errors: Column | None = None
 
 
-def _decide(line: Column, strategy: SyntheticStrategy) -> _Decision:
-    """Outcome, reason, line and errors of a decided row, from the decision table's ranks."""
-    no_errors = F.array().cast("array<string>")
+def _decide(line: Column, strategy: SyntheticStrategy, layout: Layout = "rdb") -> _Decision:
+    """Outcome, reason, line and errors (in `layout`'s shape) of a decided row, from the decision table's ranks."""
+    no_errors = F.array().cast("array<string>" if layout == "legacy" else f"array<{ERROR_TYPE}>")
     natural_copy = F.col("natural_rank") > 1
     cross_natural = F.col("cross_batch") == SEEN_EARLIER
     cross_synthetic = F.col("cross_batch") == ID_SEEN_EARLIER
@@ -217,14 +264,8 @@ def _decide(line: Column, strategy: SyntheticStrategy) -> _Decision:
         if strategy == "reid":
             derived = field(line, "derived_contexts")
             fits = can_take_duplicate_context(derived)
-            not_an_envelope = F.concat(
-                F.lit('derived_contexts is not a contexts envelope {"schema":…,"data":[…]}, so the duplicate '
-                      "context of this synthetic duplicate cannot be added: '"),
-                F.substring(derived, 1, 100),
-                F.lit("'"),
-            )  # fmt: skip
             new_line = reidentified_line(line, F.col("event_id"), F.col("event_key"), F.col("fingerprint"))
-            return [_Case(fits, GOOD, new_line), _Case(~fits, BAD, line, F.array(not_an_envelope))]
+            return [_Case(fits, GOOD, new_line), _Case(~fits, BAD, line, F.array(_not_an_envelope(derived, layout)))]
         if strategy == "keep-first":
             return [_Case(keep_first, GOOD, line), _Case(~keep_first, DUPLICATE, line)]
         if strategy == "keep-last":

@@ -104,6 +104,8 @@ def run(
 ) -> dict[str, Any]:
     """Run the dedup job and return its summary (also written as `summary.json`).
 
+    Its bad rows are in the layout of `config.shred.layout` (`inbatch.bad_rows`), so they match shred's.
+
     With `incremental`, the run reads only the input files its ledger entry lists (`jobs.incremental.ledger`: its own
     entry on a retry, else the new files in the window, recorded first). With a manifest, the run enters the
     manifest's register of unfinished runs before its first manifest write and leaves it after `_SUCCESS`
@@ -193,6 +195,7 @@ def _run_in_folder(
         job="dedup",
         version=__version__,
         run_id=folder.run_id,
+        layout=config.shred.layout,
         input=input_path,
         input_files={**source.summary(), **({"incremental": plan.summary()} if plan else {})},
         output=folder.path,
@@ -229,7 +232,7 @@ def _deduplicate(
     without one, the decision table itself. With a manifest, the lines are decided and written after the check,
     and only then are the run's pairs recorded where the backend records them at the end (the lake's commit).
     """
-    strategy, fingerprint_fields = config.dedup.synthetic, config.dedup.fingerprint_fields
+    strategy, fingerprint_fields, layout = config.dedup.synthetic, config.dedup.fingerprint_fields, config.shred.layout
 
     def first_pass(source_lines: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame | None]:
         lines = with_row_ids(source_lines)
@@ -256,7 +259,7 @@ def _deduplicate(
         assert decisions is not None  # taken in the first pass, or just above
         folder.clear()
         progress(f"writing every line of {source.path} where its decision says")
-        observed, observation = counted(apply_decisions(lines, decisions, strategy, run_time))
+        observed, observation = counted(apply_decisions(lines, decisions, strategy, run_time, layout))
         written = observed.select(output_folder().alias("folder"), "text")
         folder.write_text_split(
             written, sorted(set(OUTPUT_FOLDERS.values())), config.output.compression, "folder", progress

@@ -1,4 +1,5 @@
-"""Parse enriched-event TSV lines into the few columns dedup needs, and say what is wrong with bad lines.
+"""Parse enriched-event TSV lines into the few columns dedup needs, and say what is wrong with bad lines
+(their bad rows: `jobs.enriched.badrows`).
 
 Pure functions on DataFrames; Spark built-ins only (no Python on the per-row path).
 """
@@ -6,7 +7,6 @@ Pure functions on DataFrames; Spark built-ins only (no Python on the per-row pat
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -53,6 +53,8 @@ def field(line: Column, name: str) -> Column:
 
 # The fields every check and the dedup decision read; all other fields are left as text in the line.
 PARSED_FIELDS = ("event_id", "etl_tstamp", "collector_tstamp", "v_collector", "v_etl", "event_fingerprint")
+# The fields `is_valid` checks, in field order (the order a `loader_parsing_error` bad row lists their errors in).
+CHECKED_FIELDS = ("etl_tstamp", "collector_tstamp", "event_id", "v_collector", "v_etl")
 
 
 def line_problems(line: Column) -> list[tuple[Column, Column]]:
@@ -229,17 +231,6 @@ def computed_fingerprint(all_fields: Column, fingerprint_fields: Sequence[str]) 
         lambda label, value: F.when(value != "", F.concat(label, value, F.lit(FINGERPRINT_SEPARATOR))),
     )
     return F.md5(F.concat_ws("", parts))
-
-
-def bad_row_json(line: Column, errors: Column, failure_time: datetime) -> Column:
-    """The bad-row line: `{"line":…,"errors":[{"level":"error","message":…}],"failure_tstamp":…}`."""
-    return F.to_json(
-        F.struct(
-            line.alias("line"),
-            F.transform(errors, lambda m: F.struct(F.lit("error").alias("level"), m.alias("message"))).alias("errors"),
-            F.lit(failure_time.strftime("%Y-%m-%dT%H:%M:%S.000Z")).alias("failure_tstamp"),
-        )
-    )
 
 
 def is_timestamp(value: Column) -> Column:

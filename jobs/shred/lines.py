@@ -12,8 +12,8 @@ from pyspark.sql.types import ArrayType
 
 from jobs import __version__
 from jobs.config import ShredLayout as Layout
+from jobs.enriched import badrows
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
-from jobs.enriched.parse import bad_row_json
 from jobs.iglu.tsv import tsv_line
 from jobs.shred import rdb
 from jobs.shred.entities import (
@@ -54,7 +54,7 @@ def shred_events(parsed: DataFrame, layout: Layout = "rdb") -> DataFrame:
     }
     if layout == "legacy":
         errors = F.concat(F.col("errors"), *json_errors.values())
-        failure = F.lit(None).cast(rdb.FAILURE_TYPE)
+        failure = F.lit(None).cast(badrows.FAILURE_TYPE)
         fields = F.lit(None).cast("array<string>")
     else:
         # In a projection of its own: the failure reads it twice, and Spark would otherwise build it twice.
@@ -62,7 +62,7 @@ def shred_events(parsed: DataFrame, layout: Layout = "rdb") -> DataFrame:
             "*", F.when(F.col("readable"), rdb.decoding_errors(F.col("all_fields"), json_errors)).alias("decoding")
         )
         errors = no_errors
-        failure = rdb.failure(F.size("all_fields"), F.col("decoding"))
+        failure = badrows.failure(F.size("all_fields"), F.col("decoding"))
         fields = F.when(F.col("readable"), F.col("all_fields"))
     checked = with_entities.select(
         "line",
@@ -136,7 +136,9 @@ def shredded_outputs(decided: DataFrame, run_time: datetime) -> DataFrame:
     )
     atomic = F.array(F.struct(F.lit(ATOMIC_EVENTS).alias("folder"), atomic_line(F.col("line")).alias("text")))
     bad = F.array(
-        F.struct(F.lit("bad").alias("folder"), bad_row_json(F.col("line"), F.col("errors"), run_time).alias("text"))
+        F.struct(
+            F.lit("bad").alias("folder"), badrows.bad_row_json(F.col("line"), F.col("errors"), run_time).alias("text")
+        )
     )
     outputs = F.when(F.col("good"), F.concat(atomic, entity_lines)).otherwise(bad)
     return decided.select(F.explode(outputs).alias("out")).select("out.folder", "out.text")

@@ -6,7 +6,8 @@ parser (decode/ValueDecoder.scala, Parser.scala), which decides what a "good" ev
 - a line is parsed as the SDK parses it: one field (no tab) is `NotTSV`, another number than 131 is
   `FieldNumberMismatch`, and a 131-field line with values that do not decode as their SDK type (timestamps,
   the event id UUID, integers, doubles, booleans, the required fields, the three JSON fields) is a
-  `RowDecodingError` listing every such value in field order; each becomes one `loader_parsing_error` bad row;
+  `RowDecodingError` listing every such value in field order; each becomes one `loader_parsing_error` bad row
+  (built by `jobs.enriched.badrows`, which dedup's bad rows share);
 - the atomic line is the 128 non-JSON fields rendered as the transformer renders the SDK's event: timestamps
   `yyyy-MM-dd HH:mm:ss.SSS`, the event id as a lower-case UUID, integers and doubles re-printed (`007` -> `7`,
   `1` -> `1.0`, NaN -> empty, as circe prints a Double), booleans `1`/`0`, strings verbatim;
@@ -25,22 +26,12 @@ from collections.abc import Callable
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from jobs.enriched.fields import (
-    BOOLEAN_FIELDS,
-    DOUBLE_FIELDS,
-    FIELD_COUNT,
-    FIELD_INDEX,
-    FIELD_NAMES,
-    INSTANT_FIELDS,
-    INT_FIELDS,
-    REQUIRED_FIELDS,
-)  # fmt: skip
-from jobs.enriched.parse import UUID_PATTERN, is_timestamp
+from jobs.enriched.badrows import ERROR_TYPE, first_error, invalid_value, parsing_error_row, value_checks
+from jobs.enriched.fields import DOUBLE_FIELDS, FIELD_INDEX, FIELD_NAMES, INSTANT_FIELDS, INT_FIELDS
 from jobs.shred.entities import ATOMIC_FIELDS, JSON_FIELDS, root_tstamp
 
 GOOD, BAD = "output=good", "output=bad"
 ATOMIC_PATH = "vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
-PARSING_ERROR_SCHEMA = "iglu:com.snowplowanalytics.snowplow.badrows/loader_parsing_error/jsonschema/2-0-0"
 PARSING_ERROR_PATH = (
     "vendor=com.snowplowanalytics.snowplow.badrows/name=loader_parsing_error/format=json/model=2/revision=0/addition=0"
 )
@@ -49,42 +40,6 @@ IGLU_ERROR_PATH = (
     "vendor=com.snowplowanalytics.snowplow.badrows/name=loader_iglu_error/format=json/model=2/revision=0/addition=0"
 )
 PROCESSOR_ARTIFACT = "winnow"
-_INTEGER = r"^[+-]?[0-9]+$"  # Java's Integer.parseInt: a sign and digits, nothing else (no spaces, no `.0`)
-
-# One decoding error, as the SDK's `InvalidValue` is written in a bad row.
-_ERROR_TYPE = "struct<type:string,key:string,value:string,message:string>"
-FAILURE_TYPE = f"struct<type:string,fieldCount:int,errors:array<{_ERROR_TYPE}>>"
-
-
-def _invalid(name: str, value: Column, message: str | Column) -> Column:
-    text = F.lit(message) if isinstance(message, str) else message
-    return F.struct(
-        F.lit("InvalidValue").alias("type"), F.lit(name).alias("key"), value.alias("value"), text.alias("message")
-    )
-
-
-def _value_checks(name: str, value: Column) -> list[tuple[Column, Column]]:
-    """The SDK's checks of one typed field's value: (condition, error) pairs, first match wins; none for an untyped
-    field."""
-    present = value != ""
-    if name in INSTANT_FIELDS:
-        wrong, kind = ~is_timestamp(value), "datetime"
-    elif name == "event_id":
-        wrong, kind = ~value.rlike(UUID_PATTERN), "UUID"
-    elif name in INT_FIELDS:
-        wrong, kind = ~value.rlike(_INTEGER) | value.try_cast("int").isNull(), "integer"
-    elif name in DOUBLE_FIELDS:
-        wrong, kind = value.try_cast("double").isNull(), "double"
-    elif name in BOOLEAN_FIELDS:
-        wrong, kind = ~value.isin("0", "1"), "boolean"
-    else:
-        wrong, kind = None, ""
-    checks = []
-    if name in REQUIRED_FIELDS:
-        checks.append((~present, _invalid(name, value, f"Field {name} cannot be empty")))
-    if wrong is not None:
-        checks.append((present & wrong, _invalid(name, value, f"Cannot parse key {name} into {kind}")))
-    return checks
 
 
 def decoding_errors(fields: Column, json_errors: dict[str, Column]) -> Column:
@@ -106,56 +61,23 @@ def decoding_errors(fields: Column, json_errors: dict[str, Column]) -> Column:
         if name in JSON_FIELDS:
             parts.append(F.transform(json_errors[name], _json_error(name, value)))
             wrong.append(F.size(json_errors[name]) > 0)
-        elif checks := _value_checks(name, value):
-            (first_condition, first_error), *rest = checks
-            error = F.when(first_condition, first_error)
-            for condition, message in rest:
-                error = error.when(condition, message)
-            parts.append(F.array(error))
+        elif checks := value_checks(name, value):
+            parts.append(F.array(first_error(checks)))
             wrong.extend(condition for condition, _ in checks)
     any_wrong = functools.reduce(lambda left, right: left | right, wrong)
-    return F.when(any_wrong, F.array_compact(F.concat(*parts))).otherwise(F.array().cast(f"array<{_ERROR_TYPE}>"))
+    return F.when(any_wrong, F.array_compact(F.concat(*parts))).otherwise(F.array().cast(f"array<{ERROR_TYPE}>"))
 
 
 def _json_error(name: str, value: Column) -> Callable[[Column], Column]:
     """An `InvalidValue` from one JSON-field message (`<name>: …`: the bad row's `key` says the name)."""
     after_prefix = len(name) + 3  # 1-based position after `<name>: `
-    return lambda message: _invalid(name, value, F.substring(message, after_prefix, 1 << 20))
-
-
-def failure(field_count: Column, errors: Column) -> Column:
-    """The `loader_parsing_error` failure of a line (null for a good one) from its number of tab-separated fields
-    and its `decoding_errors`: `NotTSV`, `FieldNumberMismatch` (with `fieldCount`) or `RowDecodingError` (with
-    `errors`)."""
-    no_errors = F.lit(None).cast(f"array<{_ERROR_TYPE}>")
-
-    def shape(kind: str, count: Column, listed: Column) -> Column:
-        return F.struct(F.lit(kind).alias("type"), count.cast("int").alias("fieldCount"), listed.alias("errors"))
-
-    return (
-        F.when(field_count == 1, shape("NotTSV", F.lit(None), no_errors))
-        .when(field_count != FIELD_COUNT, shape("FieldNumberMismatch", field_count, no_errors))
-        .when(F.size(errors) > 0, shape("RowDecodingError", F.lit(None), errors))
-    )
+    return lambda message: invalid_value(name, value, F.substring(message, after_prefix, 1 << 20))
 
 
 def bad_row(line: Column, failure: Column, version: str) -> Column:
-    """The `loader_parsing_error` 2-0-0 bad row: `{"schema", "data": {"processor", "failure", "payload"}}`.
-
-    `to_json` leaves out the failure's null members, so each failure type has only its own keys.
-    """
-    return F.to_json(
-        F.struct(
-            F.lit(PARSING_ERROR_SCHEMA).alias("schema"),
-            F.struct(
-                F.struct(F.lit(PROCESSOR_ARTIFACT).alias("artifact"), F.lit(version).alias("version")).alias(
-                    "processor"
-                ),
-                failure.alias("failure"),
-                line.alias("payload"),
-            ).alias("data"),
-        )
-    )
+    """The `loader_parsing_error` 2-0-0 bad row of a line shred rejects (`badrows.parsing_error_row`, processor
+    `winnow`); `failure` is `badrows.failure` of its field count and `decoding_errors`."""
+    return parsing_error_row(line, failure, PROCESSOR_ARTIFACT, version)
 
 
 def iglu_bad_row(failures: Column, payload: Column, version: str) -> Column:

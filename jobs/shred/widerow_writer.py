@@ -8,7 +8,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from jobs import __version__
-from jobs.enriched.parse import bad_row_json
+from jobs.enriched.badrows import bad_row_json
 from jobs.iglu.resolver import Resolver
 from jobs.shred import rdb, widerow
 from jobs.shred.lines import TYPE_COLUMNS, schema_key

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs.enriched.badrows import PARSING_ERROR_SCHEMA
 from jobs.runtime.cli import main
 from jobs.tools.generate import GenerateOptions, generate
 from tests.pipeline.helpers import read_lines, run_folder_content
@@ -68,10 +69,10 @@ def test_every_input_line_is_accounted_for_in_the_outputs(spark: SparkSession, g
     # Each duplicate reason has its own folder.
     for reason, count in summary["by_reason"]["duplicates"].items():
         assert len(read_lines(run / "duplicates" / f"reason={reason}")) == count
-    # Every bad row is the bad-row JSON and quotes its input line.
+    # Every bad row is a loader_parsing_error bad row (the rdb layout, the default) that quotes its input line.
     for text in content["bad"]:
         row = json.loads(text)
-        assert set(row) == {"line", "errors", "failure_tstamp"} and row["errors"]
+        assert row["schema"] == PARSING_ERROR_SCHEMA and set(row["data"]) == {"processor", "failure", "payload"}
     # good/ holds unique event ids (reid gave synthetic copies new ones).
     ids = [line.split("\t")[6].lower() for line in content["good"]]
     assert len(ids) == len(set(ids))

@@ -23,6 +23,9 @@ RECORDED = Path(__file__).resolve().parent.parent / "data" / "fixed-outputs.json
 RECORD = "WINNOW_RECORD_FIXED_OUTPUTS"
 # Enough copies and bad lines that every outcome and reason has lines (the generator's defaults have few).
 INPUT = GenerateOptions(events=3000, seed=2026, files=3, duplicate_share=0.2, bad_share=0.01)
+# dedup's default (rdb) bad/ holds loader_parsing_error rows; `--layout legacy` must write the rows recorded before
+# that default came (the legacy entry is those lines), and everything else as the default does.
+DEDUPS = {"dedup": (), "dedup-legacy": ("--layout", "legacy")}
 SHREDS = {
     "shred": ("--layout", "rdb"),
     "shred-tsv": ("--layout", "rdb", "--format", "shred-tsv"),
@@ -43,10 +46,11 @@ def digest(run: Path) -> dict[str, dict[str, object]]:
 
 def test_the_jobs_write_the_recorded_lines_for_a_fixed_input(spark: SparkSession, tmp_path: Path) -> None:
     generate(tmp_path / "in", INPUT)
-    dedup_out = tmp_path / "dedup"
-    argv = ["dedup", "--input", str(tmp_path / "in"), "--output", str(dedup_out), "--run-id", RUN_ID]
-    assert main(argv) == 0
-    outputs = {"dedup": digest(dedup_out / f"run={RUN_ID}")}
+    outputs = {}
+    for name, options in DEDUPS.items():
+        out = tmp_path / name
+        assert main(["dedup", "--input", str(tmp_path / "in"), "--output", str(out), "--run-id", RUN_ID, *options]) == 0
+        outputs[name] = digest(out / f"run={RUN_ID}")
     iglu = str(resolver_config(tmp_path))
     for name, options in SHREDS.items():
         out = tmp_path / name
@@ -61,6 +65,7 @@ def test_the_jobs_write_the_recorded_lines_for_a_fixed_input(spark: SparkSession
     assert outputs == json.loads(RECORDED.read_text(encoding="utf-8"))
     # Every outcome the input should exercise is there: the test would say little on a trivial input.
     assert {"good", "bad", "duplicates/reason=in_batch_natural"} <= set(outputs["dedup"])
+    assert {**outputs["dedup"], "bad": None} == {**outputs["dedup-legacy"], "bad": None}
     for name in ("shred", "shred-tsv"):
         assert any(folder.startswith("output=bad/") for folder in outputs[name]), name
     assert any("/format=tsv/" in folder and "name=atomic" not in folder for folder in outputs["shred-tsv"])

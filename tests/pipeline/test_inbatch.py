@@ -10,9 +10,11 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from jobs import __version__
 from jobs.config import SyntheticStrategy
-from jobs.dedup.inbatch import apply_decisions, decision_rows, with_row_ids
+from jobs.dedup.inbatch import NOT_AN_ENVELOPE, apply_decisions, decision_rows, with_row_ids
 from jobs.dedup.synthetic import uuid5, with_duplicate_context
+from jobs.enriched.badrows import PARSING_ERROR_SCHEMA
 from jobs.enriched.fields import DEFAULT_FINGERPRINT_FIELDS, FIELD_INDEX
 from tests.pipeline.helpers import ID_A, ID_B, ID_C, event
 
@@ -159,10 +161,14 @@ def test_reid_of_a_line_whose_derived_contexts_is_not_an_envelope_is_a_bad_row(s
     outcome, reason, text = result[0]
     assert (outcome, reason) == ("bad", "in_batch_synthetic")
     assert json.loads(text) == {
-        "line": broken,
-        "errors": [{"level": "error", "message": 'derived_contexts is not a contexts envelope {"schema":…,"data":[…]}, '
-                    "so the duplicate context of this synthetic duplicate cannot be added: 'not json'"}],
-        "failure_tstamp": "2026-11-22T03:00:00.000Z",
+        "schema": PARSING_ERROR_SCHEMA,
+        "data": {
+            "processor": {"artifact": "winnow-dedup", "version": __version__},
+            "failure": {"type": "RowDecodingError", "errors": [
+                {"type": "InvalidValue", "key": "derived_contexts", "value": "not json", "message": NOT_AN_ENVELOPE},
+            ]},
+            "payload": broken,
+        },
     }  # fmt: skip
 
 
@@ -238,7 +244,10 @@ def test_bad_lines_become_bad_rows_and_do_not_take_part_in_dedup(spark: SparkSes
     result = decide(spark, [good, bad_same_id])
     assert result[1] == ("good", None, good)
     assert result[0][:2] == ("bad", None)
-    assert json.loads(result[0][2])["errors"] == [{"level": "error", "message": "collector_tstamp is empty"}]
+    assert json.loads(result[0][2])["data"]["failure"] == {
+        "type": "RowDecodingError",
+        "errors": [{"type": "InvalidValue", "key": "collector_tstamp", "value": "", "message": "Field collector_tstamp cannot be empty"}],
+    }  # fmt: skip
 
 
 def test_uuid5_matches_python(spark: SparkSession) -> None:

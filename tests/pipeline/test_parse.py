@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from jobs.enriched.badrows import bad_row_json, line_failure
 from jobs.enriched.fields import DEFAULT_FINGERPRINT_FIELDS, FIELD_INDEX
-from jobs.enriched.parse import bad_row_json, is_valid, narrow_events, parse_events
+from jobs.enriched.parse import is_valid, narrow_events, parse_events
 from tests.pipeline.helpers import ID_A, event
 
 
@@ -115,6 +116,10 @@ def test_bad_input_corpus_gives_one_message_per_problem(spark: SparkSession) -> 
     narrow = narrow_events(frame.select("value", F.col("value").alias("line")), DEFAULT_FINGERPRINT_FIELDS)
     split_valid = {row["line"]: row["valid"] for row in narrow.collect()}
     assert [split_valid[line] for line in lines] == [not corpus[line] for line in lines]
+    # And the loader_parsing_error failure of its bad rows is null exactly for them.
+    failures = frame.select("value", line_failure(F.col("value")).alias("failure")).collect()
+    failed = {row["value"]: row["failure"] is not None for row in failures}
+    assert [failed[line] for line in lines] == [bool(corpus[line]) for line in lines]
 
 
 def test_a_huge_bad_value_is_quoted_cut_to_100_characters(spark: SparkSession) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from jobs.enriched.badrows import PARSING_ERROR_SCHEMA
 from jobs.shred import rdb
 from tests.pipeline.helpers import (
     ID_A,
@@ -97,8 +98,8 @@ def test_upstream_input_writes_upstreams_entity_parquet_schema(spark: SparkSessi
     assert [(row["schema"], row["data"]["payload"]) for row in ours] == [
         (row["schema"], row["data"]["payload"]) for row in theirs
     ]
-    parsing = [row["data"]["failure"] for row in ours if row["schema"] == rdb.PARSING_ERROR_SCHEMA]
-    assert parsing == [row["data"]["failure"] for row in theirs if row["schema"] == rdb.PARSING_ERROR_SCHEMA]
+    parsing = [row["data"]["failure"] for row in ours if row["schema"] == PARSING_ERROR_SCHEMA]
+    assert parsing == [row["data"]["failure"] for row in theirs if row["schema"] == PARSING_ERROR_SCHEMA]
     # the failing schema is upstream's; `value` and `expected` are the column's data and type here (upstream: the
     # value at fault and its type's name, {"value": null, "expected": "String"})
     iglu = [[f["schemaKey"] for f in row["data"]["failure"]] for row in ours if row["schema"] == rdb.IGLU_ERROR_SCHEMA]
