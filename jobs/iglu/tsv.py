@@ -187,16 +187,35 @@ def _struct(paths: list[Path], leaf: DataType, positional: bool) -> StructType:
     return StructType(fields)
 
 
-def _values(data: Column, paths: list[Path], leaf: DataType) -> dict[Path, Column]:
-    """Each path's value in `data` (a JSON object's text), parsed as `leaf` (StringType: the JSON text of numbers,
-    arrays and objects, a string's content; BooleanType: null unless a JSON boolean)."""
+def _groups(columns: list[TsvColumn]) -> list[tuple[list[Path], DataType]]:
+    """The parses `columns` are read from: one per group of paths read as text, then one per group of the paths
+    whose value may be a JSON boolean among other types (read again as booleans)."""
+    paths = [column.path for column in columns if column.path]
+    mixed = [column.path for column in columns if column.path and column.boolean == "mixed"]
+    return [(group, StringType()) for group in _parse_groups(paths)] + [
+        (group, BooleanType()) for group in _parse_groups(mixed)
+    ]
+
+
+def tsv_parses(data: Column, columns: list[TsvColumn]) -> list[Column]:
+    """The JSON parses of an entity's data (a JSON object's text) its TSV values are read from, in the order
+    `tsv_fields` takes them. Give them columns of their own before the line is built: inside a CASE branch (one
+    per type) Spark does not share a repeated `from_json`, and each value reads its parse three times."""
+    return [
+        F.from_json(data, _struct(group, leaf, positional=False)).cast(_struct(group, leaf, positional=True))
+        for group, leaf in _groups(columns)
+    ]
+
+
+def _values(data: Column, parses: list[Column], columns: list[TsvColumn], leaf: DataType) -> dict[Path, Column]:
+    """Each path's value read as `leaf` from the parses (StringType: the JSON text of numbers, arrays and objects,
+    a string's content; BooleanType: null unless a JSON boolean); the whole data for the empty path."""
     found: dict[Path, Column] = {}
-    for group in _parse_groups([path for path in paths if path]):
-        parsed = F.from_json(data, _struct(group, leaf, positional=False)).cast(_struct(group, leaf, positional=True))
-        for path in group:
-            found[path] = _field(parsed, path, group)
-    if () in paths:
-        found[()] = data if leaf == StringType() else F.lit(None).cast(leaf)
+    for (group, kind), parsed in zip(_groups(columns), parses, strict=True):
+        if kind == leaf:
+            for path in group:
+                found[path] = _field(parsed, path, group)
+    found[()] = data if leaf == StringType() else F.lit(None).cast(leaf)
     return found
 
 
@@ -216,11 +235,11 @@ def _escaped(text: Column) -> Column:
     )
 
 
-def tsv_fields(data: Column, columns: list[TsvColumn]) -> list[Column]:
-    """The rendered values of `columns` for an entity's data (JSON object text), as `stringFactory` writes them."""
-    texts = _values(data, [column.path for column in columns], StringType())
-    mixed = [column.path for column in columns if column.boolean == "mixed"]
-    booleans = _values(data, mixed, BooleanType()) if mixed else {}
+def tsv_fields(data: Column, parses: list[Column], columns: list[TsvColumn]) -> list[Column]:
+    """The rendered values of `columns` for an entity's data (JSON object text), as `stringFactory` writes them,
+    read from its `tsv_parses` (columns of their own)."""
+    texts = _values(data, parses, columns, StringType())
+    booleans = _values(data, parses, columns, BooleanType())
     rendered = []
     for column in columns:
         text = texts[column.path]
@@ -237,10 +256,11 @@ def tsv_fields(data: Column, columns: list[TsvColumn]) -> list[Column]:
 
 def tsv_line(
     vendor: str, name: str, schema_format: str, version: str, root_id: Column, root_tstamp: Column, data: Column,
-    columns: list[TsvColumn],
+    parses: list[Column], columns: list[TsvColumn],
 ) -> Column:  # fmt: skip
     """An entity's TSV line: upstream's metadata columns (`EventUtils.buildMetadata`: vendor, name, format, version,
-    root_id, root_tstamp, ref_root `events`, ref_tree `["events","<name>"]`, ref_parent `events`), then its values."""
+    root_id, root_tstamp, ref_root `events`, ref_tree `["events","<name>"]`, ref_parent `events`), then its values
+    (read from its `tsv_parses`)."""
     metadata = [F.lit(vendor), F.lit(name), F.lit(schema_format), F.lit(version), root_id, root_tstamp]
     metadata += [F.lit("events"), F.lit(f'["events","{name}"]'), F.lit("events")]
-    return F.concat_ws("\t", *metadata, *tsv_fields(data, columns))
+    return F.concat_ws("\t", *metadata, *tsv_fields(data, parses, columns))

@@ -14,7 +14,7 @@ from jobs import __version__
 from jobs.config import ShredLayout as Layout
 from jobs.enriched import badrows
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
-from jobs.iglu.tsv import tsv_line
+from jobs.iglu.tsv import tsv_line, tsv_parses
 from jobs.shred import rdb
 from jobs.shred.entities import (
     JSON_FIELDS,
@@ -179,12 +179,24 @@ def rdb_outputs(decided: DataFrame, plan: ShredPlan | None = None) -> DataFrame:
     uri = schema_key(e)
     if plan.skip:
         exploded = exploded.where(e.isNull() | ~is_skipped(uri, plan.skip))
+    # Each TSV type's parses of its entities' data, once per entity (a column each: see `tsv_parses`).
+    parses = {key: tsv_parses(e["data"], columns) for key, columns in sorted(plan.tsv.items())}
+    parse_columns = {key: [f"tsv_parse_{i}_{j}" for j in range(len(p))] for i, (key, p) in enumerate(parses.items())}
+    exploded = exploded.select(
+        "*",
+        *(
+            F.when(uri == key, p).alias(c)
+            for key in parses
+            for p, c in zip(parses[key], parse_columns[key], strict=True)
+        ),
+    )
     root_id = F.lower(F.col("event_id"))  # upstream's rootId is the event's UUID, which prints lower-case
     entity_text = shredded_line(e, root_id, F.col("root_tstamp"))
     shredded_format = F.lit("json")
     for key, columns in sorted(plan.tsv.items()):
         vendor, name, schema_format, version = key.removeprefix("iglu:").split("/")
-        line = tsv_line(vendor, name, schema_format, version, root_id, F.col("root_tstamp"), e["data"], columns)
+        parsed = [F.col(column) for column in parse_columns[key]]
+        line = tsv_line(vendor, name, schema_format, version, root_id, F.col("root_tstamp"), e["data"], parsed, columns)
         entity_text = F.when(uri == key, line).otherwise(entity_text)
         shredded_format = F.when(uri == key, F.lit("tsv")).otherwise(shredded_format)
     is_entity = e.isNotNull()

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from jobs.iglu.names import snake_case
-from jobs.iglu.tsv import TsvColumn, UnusableSchemaError, tsv_columns, tsv_fields
+from jobs.iglu.tsv import TsvColumn, UnusableSchemaError, tsv_columns, tsv_fields, tsv_parses
 
 # ShredModelSpec's `dummyModel`.
 DUMMY: dict[str, Any] = {
@@ -137,7 +137,10 @@ def test_a_schema_that_is_not_an_object_is_unusable() -> None:
 def render(spark: SparkSession, schema: dict[str, Any], data: list[str]) -> list[list[str]]:
     columns = tsv_columns(schema)
     frame = spark.createDataFrame([(text,) for text in data], "data string")
-    return [list(row) for row in frame.select(*tsv_fields(F.col("data"), columns)).collect()]
+    return [
+        list(row)
+        for row in frame.select(*tsv_fields(F.col("data"), tsv_parses(F.col("data"), columns), columns)).collect()
+    ]
 
 
 def test_values_as_string_factory_renders_them(spark: SparkSession) -> None:
