@@ -25,7 +25,8 @@ from jobs.fs.runs import run_timestamp
 from jobs.keyed import job as keyed_job
 from jobs.shred import job as shred_job
 from jobs.shred import lines as shred_lines
-from jobs.shred.entities import JSON_FIELDS, parse_json_fields
+from jobs.shred.entities import ATOMIC_FIELDS, CONTEXTS_SCHEMA, JSON_FIELDS, UNSTRUCT_SCHEMA, parse_json_fields
+from jobs.shred.target import DECIDED_STORAGE
 from jobs.tables import job as table_job
 from jobs.tables.log import TableSettings
 
@@ -113,6 +114,34 @@ def computed(frame: DataFrame) -> None:
     frame.write.format("noop").mode("overwrite").save()
 
 
+def persisted_and_read(frame: DataFrame) -> None:
+    """Compute `frame` into a copy on disk (as TSV shredding and typed Parquet keep the decided lines), then read the
+    copy once: the copy's cost is this step's time beyond `frame` computed alone."""
+    copy = frame.persist(DECIDED_STORAGE)
+    try:
+        copy.count()  # computes and writes the copy
+        computed(copy)  # reads it back
+    finally:
+        copy.unpersist()
+
+
+def unchecked_output_lines(split: DataFrame) -> DataFrame:
+    """The cheapest rdb output lines: the atomic fields joined by tabs as they are, and each entity's JSON as parsed
+    (schema, data), nothing checked, typed or rendered: the peer of the shred job's output step."""
+    fields = F.col("all_fields")
+    contexts = [
+        F.from_json(F.get(fields, FIELD_INDEX[name]), CONTEXTS_SCHEMA)["data"]
+        for name in ("contexts", "derived_contexts")
+    ]
+    unstruct = F.from_json(F.get(fields, FIELD_INDEX["unstruct_event"]), UNSTRUCT_SCHEMA)["data"]
+    entities = F.concat(F.array(unstruct), *(F.coalesce(c, F.array()) for c in contexts))
+    atomic = F.concat_ws("\t", *(F.get(fields, FIELD_INDEX[name]) for name in ATOMIC_FIELDS))
+    entity_lines = F.transform(
+        F.filter(entities, lambda e: e.isNotNull()), lambda e: F.concat_ws("\t", e["schema"], e["data"])
+    )
+    return split.select(F.explode(F.concat(F.array(atomic), entity_lines)).alias("text"))
+
+
 def profile_steps(spark: SparkSession, config: JobConfig, input_path: str) -> dict[str, Callable[[], None]]:
     """The jobs' steps, each run alone and computed without writing: where a job's time goes.
 
@@ -159,4 +188,12 @@ def profile_steps(spark: SparkSession, config: JobConfig, input_path: str) -> di
         "shred: output lines built (legacy)": lambda: computed(
             shred_lines.shredded_outputs(shred_lines.shred_events(parsed, "legacy"), run_time)
         ),
+        "peer: output lines, the entities' JSON as parsed (nothing checked)": lambda: computed(
+            unchecked_output_lines(split)
+        ),
+        # TSV shredding and typed Parquet keep the decided lines on disk until they know the entity types.
+        "shred: events decided, kept on disk, read once (TSV)": lambda: persisted_and_read(
+            decided_events.withColumn("line", F.when(~F.col("good"), F.col("line")))
+        ),
+        "peer: the input lines kept on disk, read once": lambda: persisted_and_read(lines),
     }
