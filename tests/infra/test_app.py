@@ -50,4 +50,5 @@ def test_cdk_json_defaults_to_dev_and_carries_the_feature_flags() -> None:
     assert cdk_json["context"]["env"] == "dev"
     assert sum(key.startswith("@aws-cdk") for key in cdk_json["context"]) >= 80
     package = json.loads((ROOT / "package.json").read_text(encoding="utf-8"))
-    assert package["devDependencies"] == {"aws-cdk": "2.1148.1"}
+    # Exact pins (no ranges): the CDK CLI, and the state-machine validator `make synth` runs.
+    assert package["devDependencies"] == {"asl-validator": "4.0.0", "aws-cdk": "2.1148.1"}
