@@ -7,6 +7,7 @@ moto's backends are not thread-safe (a DynamoDB Query iterating a table while a 
 
 from __future__ import annotations
 
+import socketserver
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -52,7 +53,14 @@ def moto_server() -> Iterator[str]:
         OSError: no port could be bound on 127.0.0.1.
     """
     app = serialized(DomainDispatcherApplication(create_backend_app))
-    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=_QuietRequestHandler)
+    with serving(make_server("127.0.0.1", 0, app, threaded=True, request_handler=_QuietRequestHandler)) as url:
+        yield url
+
+
+@contextmanager
+def serving(server: socketserver.TCPServer) -> Iterator[str]:
+    """`server` (bound on 127.0.0.1) serving on a thread of its own; yields its URL, then shuts it down, closes it
+    and waits for the thread."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

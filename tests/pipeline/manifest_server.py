@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from scripts.rehearsal.moto_server import moto_server
+from scripts.rehearsal.moto_server import moto_server, serving
 
 THROTTLED = (
     b'{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"Rate exceeded"}'
@@ -132,11 +132,5 @@ def _proxy(upstream: str, faults: Faults) -> Iterator[str]:
         request_queue_size = 128
         daemon_threads = True
 
-    proxy = Server(("127.0.0.1", 0), Proxy)
-    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{proxy.server_address[1]}"
-    finally:
-        proxy.shutdown()
-        proxy.server_close()
+    with serving(Server(("127.0.0.1", 0), Proxy)) as url:
+        yield url
