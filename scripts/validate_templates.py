@@ -19,6 +19,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,19 +39,56 @@ STATE_MACHINE = "AWS::StepFunctions::StateMachine"
 def validate(paths: list[Path], venv: Path = AUDIT_VENV) -> list[Finding]:
     """Every unacknowledged finding of the three tools in one environment's templates (all of its stacks, so
     cross-stack references render)."""
+    return validate_environments({"": paths}, venv)[""]
+
+
+def validate_environments(environments: Mapping[str, list[Path]], venv: Path = AUDIT_VENV) -> dict[str, list[Finding]]:
+    """`validate` for several environments at once, by name: one process of each tool for them all (their start-up
+    is most of their time). Each environment is rendered on its own; its findings name its stacks as `validate`'s do.
+
+    Raises:
+        FileNotFoundError: the audit venv or node_modules is missing.
+        ValueError: a template is given in two environments (checkov reports a file once).
+    """
+    given = [path.resolve() for paths in environments.values() for path in paths]
+    if len(given) != len(set(given)):
+        twice = sorted({str(path) for path in given if given.count(path) > 1})
+        raise ValueError(f"templates given in two environments: {twice}; allowed: each template in one")
     for tool in ("python", "checkov"):
         if not (venv / "bin" / tool).exists():
             raise FileNotFoundError(f"{venv / 'bin' / tool} is missing: `make audit-setup` builds the audit venv")
-    templates = load(paths)
-    renderer = Renderer(templates)
-    policies = [policy for template in templates for policy in policy_audit.documents(renderer, template)]
-    return sorted(
-        [
-            *check_asl(state_machines(renderer, templates)),
-            *policy_audit.audit(policies, venv / "bin" / "python"),
-            *check_templates(templates, venv / "bin" / "checkov"),
-        ]
-    )
+    machines: dict[tuple[str, str], Any] = {}
+    policies: list[policy_audit.PolicyDocument] = []
+    tagged: list[StackTemplate] = []
+    for environment, paths in environments.items():
+        templates = load(paths)
+        renderer = Renderer(templates)
+        for (stack, logical_id), definition in state_machines(renderer, templates).items():
+            machines[_tag(environment, stack), logical_id] = definition
+        for template in templates:
+            policies += [
+                replace(policy, stack=_tag(environment, policy.stack))
+                for policy in policy_audit.documents(renderer, template)
+            ]
+            tagged.append(replace(template, name=_tag(environment, template.name)))
+    findings = [
+        *check_asl(machines),
+        *policy_audit.audit(policies, venv / "bin" / "python"),
+        *check_templates(tagged, venv / "bin" / "checkov"),
+    ]
+    return {
+        environment: sorted(
+            replace(finding, stack=finding.stack.removeprefix(_tag(environment, "")))
+            for finding in findings
+            if finding.stack.startswith(_tag(environment, ""))
+        )
+        for environment in environments
+    }
+
+
+def _tag(environment: str, stack: str) -> str:
+    """A stack's name, made unique across the environments validated together (two envs may name a stack alike)."""
+    return f"{environment}|{stack}" if environment else stack
 
 
 def state_machines(renderer: Renderer, templates: list[StackTemplate]) -> dict[tuple[str, str], Any]:
@@ -107,12 +146,13 @@ def check_templates(templates: list[StackTemplate], checkov: Path) -> list[Findi
     if result.returncode != 0:
         raise RuntimeError(f"checkov failed with exit code {result.returncode}: {result.stderr[-2000:]}")
     reports = json.loads(result.stdout or "[]")
+    stacks = {template.path.resolve(): template.name for template in templates}
     findings = []
     for report in reports if isinstance(reports, list) else [reports]:
         if report.get("summary", {}).get("parsing_errors"):
             findings.append(Finding("checkov", "-", "-", "PARSING", "", f"parse errors: {report['results']}"))
         for check in report.get("results", {}).get("failed_checks", []):
-            stack = Path(check["file_path"]).name.removesuffix(".template.json")
+            stack = stacks[Path(check["file_abs_path"]).resolve()]
             logical_id = str(check["resource"]).split(".", 1)[-1]
             findings.append(Finding("checkov", stack, logical_id, check["check_id"], "", check["check_name"]))
     for template in templates:

@@ -21,7 +21,14 @@ from cdk.config import ENVIRONMENTS
 from scripts import policy_audit
 from scripts.cfn_render import Renderer, load
 from scripts.findings import Finding
-from scripts.validate_templates import ASL_VALIDATOR, AUDIT_VENV, check_asl, state_machines, validate
+from scripts.validate_templates import (
+    ASL_VALIDATOR,
+    AUDIT_VENV,
+    check_asl,
+    state_machines,
+    validate,
+    validate_environments,
+)
 from tests.infra.helpers import Synthesized
 
 VARIANTS = ["dev", "prod", "dev-lake", "dev-vpc", "dev-new-vpc"]
@@ -37,16 +44,25 @@ def audit_venv() -> Path:
     return AUDIT_VENV
 
 
+def synthesized_variant(request: pytest.FixtureRequest, name: str) -> Synthesized:
+    """An env's synth (session fixture `synthesized`), or a dev variant's (the session fixture of its name)."""
+    if name in ENVIRONMENTS:
+        synthesized: dict[str, Synthesized] = request.getfixturevalue("synthesized")
+        return synthesized[name]
+    variant: Synthesized = request.getfixturevalue(name.replace("-", "_"))
+    return variant
+
+
 @pytest.fixture(scope="module")
-def validated() -> dict[Path, list[Finding]]:
-    """Each variant's findings, validated once (checkov once over its three templates) for all the tool tests."""
-    return {}
+def validated(request: pytest.FixtureRequest, audit_venv: Path) -> dict[str, list[Finding]]:
+    """Every variant's findings, by name, validated once for all the tool tests (one run of each tool)."""
+    variants = {name: templates(synthesized_variant(request, name)) for name in VARIANTS}
+    return validate_environments(variants, audit_venv)
 
 
 @pytest.fixture
-def variant(request: pytest.FixtureRequest, synthesized: dict[str, Synthesized]) -> Synthesized:
-    name: str = request.param
-    return synthesized[name] if name in ENVIRONMENTS else request.getfixturevalue(name.replace("-", "_"))
+def variant(request: pytest.FixtureRequest) -> Synthesized:
+    return synthesized_variant(request, request.param)
 
 
 def templates(synth: Synthesized) -> list[Path]:
@@ -56,13 +72,20 @@ def templates(synth: Synthesized) -> list[Path]:
 
 
 @pytest.mark.parametrize("tool", TOOLS)
-@pytest.mark.parametrize("variant", VARIANTS, indirect=True)
-def test_no_unacknowledged_finding(
-    variant: Synthesized, tool: str, audit_venv: Path, validated: dict[Path, list[Finding]]
+@pytest.mark.parametrize("name", VARIANTS)
+def test_no_unacknowledged_finding(name: str, tool: str, validated: dict[str, list[Finding]]) -> None:
+    assert [f.line() for f in validated[name] if f.tool == tool] == []
+
+
+def test_environments_validated_together_each_get_their_own_findings(
+    probe: list[Finding], audit_venv: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    if variant.outdir not in validated:
-        validated[variant.outdir] = validate(templates(variant), audit_venv)
-    assert [f.line() for f in validated[variant.outdir] if f.tool == tool] == []
+    """Two environments whose stacks have the same names (like dev and dev-lake), validated in one run of each
+    tool: each gets exactly what it gets alone."""
+    one, two = (probe_app(tmp_path_factory.mktemp(name)) for name in ("probe-one", "probe-two"))
+    assert validate_environments({"one": one, "two": two}, audit_venv) == {"one": probe, "two": probe}
+    with pytest.raises(ValueError, match="in two environments"):
+        validate_environments({"one": one, "two": one}, audit_venv)
 
 
 @pytest.mark.parametrize("variant", VARIANTS, indirect=True)
