@@ -46,7 +46,9 @@ demo: setup ## two batches of sample events through the pipeline (dedup + shred,
 # Test processes (pytest-xdist), each module's tests on one of them (so module fixtures are built once).
 TEST_WORKERS ?= 2
 
-test: setup audit-setup ## run the whole test suite (TEST_WORKERS processes)
+# The dev venv (then its class archive) and the validators' venv and node_modules are built side by side.
+test: ## run the whole test suite (TEST_WORKERS processes)
+	$(MAKE) --no-print-directory -j2 setup audit-setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: setup ## the quick loop: no Spark, no CDK synth, no template validators, nothing slow (pyproject.toml)
@@ -58,7 +60,7 @@ AUDIT_VENV := .venv-audit
 
 $(AUDIT_VENV)/.installed: requirements-audit.txt
 	python3 -m venv $(AUDIT_VENV)
-	$(AUDIT_VENV)/bin/python -m pip install -q --no-compile --disable-pip-version-check -r requirements-audit.txt
+	$(AUDIT_VENV)/bin/python -m pip install -q --no-compile --no-deps --disable-pip-version-check -r requirements-audit.txt
 	touch $@
 
 audit-setup: $(AUDIT_VENV)/.installed node_modules/.installed ## install the template validators (asl-validator, parliament, checkov)
