@@ -41,7 +41,7 @@ from scripts.rehearsal.environment import (
     venv_python,
 )
 from scripts.rehearsal.moto_server import moto_server
-from scripts.rehearsal.steps import RehearsalError, Steps, run_logged
+from scripts.rehearsal.steps import RehearsalError, Steps, holding, run_logged
 from scripts.rehearsal.workspace import Workspace, local_argument, submit_command
 
 
@@ -266,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     pyspark = EMR_SPARK_VERSIONS[config.emr.release_label]
     print(f"rehearse: env {args.env}, {config.emr.release_label} (pyspark {pyspark}), work dir {workspace.root}")
     try:
-        rehearse(args, config, workspace)
+        with holding(args.cache):
+            rehearse(args, config, workspace)
     except RehearsalError as err:
         log = f"; log: {err.log}" if err.log else ""
         print(f"rehearse: FAILED {err.step}: {err}{log} (work dir kept: {workspace.root})", file=sys.stderr)

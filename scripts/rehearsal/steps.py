@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import shlex
 import subprocess
@@ -23,6 +25,33 @@ class RehearsalError(Exception):
         super().__init__(message)
         self.log = log
         self.step = ""
+
+
+@contextmanager
+def holding(cache: Path) -> Iterator[None]:
+    """This rehearsal as the one user of `cache`: a rehearsal clears its logs and rebuilds a venv it finds unfinished,
+    which would be another rehearsal's work in progress. The lock goes with the process, however it ends.
+
+    Raises:
+        RehearsalError: another rehearsal holds `cache` (its pid named).
+    """
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "a+", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "a process"
+            error = RehearsalError(
+                f"{cache} is in use by another rehearsal ({holder}); nothing was changed: run again once it has ended"
+            )
+            error.step = "cache"
+            raise error from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()}\n")
+        lock.flush()
+        yield
 
 
 @dataclass

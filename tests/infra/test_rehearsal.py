@@ -5,6 +5,7 @@ hold no path of the checkout. The rehearsal itself runs in CI (`make rehearse`).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from cdk.artifact_layout import DEPS_ARCHIVE, DEPS_DIR, ENTRYPOINT, PACKAGE_ZIP
 from scripts.rehearsal.checks import check_origins
 from scripts.rehearsal.deployment import RUN_ID, Deployment, evaluate, render_deployment
 from scripts.rehearsal.environment import ROOT, clean_environment, in_checkout, job_environment
-from scripts.rehearsal.steps import RehearsalError, run_logged
+from scripts.rehearsal.steps import RehearsalError, holding, run_logged
 from scripts.rehearsal.workspace import DRIVER_ENV, Workspace, submit_command
 from tests.infra import flow
 from tests.infra.helpers import Synthesized
@@ -185,3 +186,20 @@ def test_a_failed_command_is_said_with_its_error_and_its_log(tmp_path: Path) -> 
         run_logged([sys.executable, "-c", "import no_such_module"], log)
     assert err.value.log == log
     assert "Traceback" in log.read_text(encoding="utf-8")
+
+
+def test_a_second_rehearsal_on_the_same_cache_stops_at_once_naming_the_first(tmp_path: Path) -> None:
+    """A rehearsal clears the cache's logs and rebuilds a venv it finds unfinished: one at a time."""
+    cache = tmp_path / "rehearsal"
+    with holding(cache):
+        (cache / "venv-in-progress").mkdir()
+        with pytest.raises(RehearsalError) as refused, holding(cache):
+            pass
+        assert (refused.value.step, str(refused.value)) == (
+            "cache",
+            f"{cache} is in use by another rehearsal (pid {os.getpid()}); nothing was changed: run again once it "
+            "has ended",
+        )
+        assert (cache / "venv-in-progress").is_dir()
+    with holding(cache):  # released with the first
+        pass
