@@ -10,14 +10,29 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from jobs.runtime.cli import main
 from jobs.tools.generate import GenerateOptions, generate
-from tests.pipeline.helpers import RUN_ID, resolver_config, written
+from tests.pipeline.helpers import (
+    ID_A,
+    ID_B,
+    ID_C,
+    LINK_CLICK,
+    RUN_ID,
+    SP_WEB_PAGE,
+    UA_PARSER,
+    contexts,
+    event,
+    read_lines,
+    resolver_config,
+    unstruct,
+)
 
 RECORDED = Path(__file__).resolve().parent.parent / "data" / "fixed-outputs.json"
 RECORD = "WINNOW_RECORD_FIXED_OUTPUTS"
@@ -30,18 +45,40 @@ SHREDS = {
     "shred": ("--layout", "rdb"),
     "shred-tsv": ("--layout", "rdb", "--format", "shred-tsv"),
     "shred-legacy": ("--layout", "legacy"),
+    "shred-parquet-typed": ("--layout", "rdb", "--format", "widerow-parquet"),
 }
+# Entities whose data does not fit their typed Parquet columns (each event a loader_iglu_error row there), one beside
+# data that fits: the generator writes only data that fits.
+MISFITS = [
+    event(ID_A, event="unstruct", unstruct_event=unstruct(LINK_CLICK.replace('"nav"', "7"))),
+    event(ID_B, contexts=contexts(SP_WEB_PAGE, SP_WEB_PAGE.replace('"p-1"', "null"))),
+    event(ID_C, contexts=contexts(UA_PARSER.replace('"120"', '["120"]'), SP_WEB_PAGE)),
+]
 
 
-def digest(run: Path) -> dict[str, dict[str, object]]:
-    """Per data folder of a run: how many lines, and the SHA-256 of its lines sorted (file order aside)."""
+def digest(run: Path, spark: SparkSession) -> dict[str, dict[str, object]]:
+    """Per data folder of a run: how many lines, and the SHA-256 of its lines sorted (file order aside). A Parquet
+    folder's lines are its schema, then each row as JSON."""
     return {
         folder: {
             "lines": len(lines),
             "sha256": hashlib.sha256("".join(f"{line}\n" for line in lines).encode()).hexdigest(),
         }
-        for folder, lines in written(run).items()
+        for folder, lines in data_lines(run, spark).items()
     }
+
+
+def data_lines(run: Path, spark: SparkSession) -> dict[str, list[str]]:
+    """Lines per data folder under the run folder; a Parquet folder's: its schema, then its rows as JSON, sorted."""
+    lines = {}
+    for folder in sorted({path.parent for path in run.rglob("part-*")}):
+        if any(folder.glob("part-*.parquet")):
+            frame = spark.read.parquet(str(folder))
+            rows = sorted(row[0] for row in frame.select(F.to_json(F.struct("*"))).collect())
+            lines[folder.relative_to(run).as_posix()] = [frame.schema.simpleString(), *rows]
+        else:
+            lines[folder.relative_to(run).as_posix()] = read_lines(folder)
+    return lines
 
 
 def test_the_jobs_write_the_recorded_lines_for_a_fixed_input(spark: SparkSession, tmp_path: Path) -> None:
@@ -50,13 +87,17 @@ def test_the_jobs_write_the_recorded_lines_for_a_fixed_input(spark: SparkSession
     for name, options in DEDUPS.items():
         out = tmp_path / name
         assert main(["dedup", "--input", str(tmp_path / "in"), "--output", str(out), "--run-id", RUN_ID, *options]) == 0
-        outputs[name] = digest(out / f"run={RUN_ID}")
+        outputs[name] = digest(out / f"run={RUN_ID}", spark)
     iglu = str(resolver_config(tmp_path))
+    misfits = tmp_path / "in-misfits"  # the input and MISFITS, for typed Parquet
+    shutil.copytree(tmp_path / "in", misfits)
+    (misfits / "misfits.tsv").write_text("".join(f"{line}\n" for line in MISFITS), encoding="utf-8")
     for name, options in SHREDS.items():
-        out = tmp_path / name
-        argv = ["shred", "--input", str(tmp_path / "in"), "--output", str(out), "--run-id", RUN_ID, *options]
-        assert main([*argv, "--iglu-config", iglu] if "shred-tsv" in options else argv) == 0
-        outputs[name] = digest(out / f"run={RUN_ID}")
+        out, source = tmp_path / name, misfits if "widerow-parquet" in options else tmp_path / "in"
+        argv = ["shred", "--input", str(source), "--output", str(out), "--run-id", RUN_ID, *options]
+        typed = {"shred-tsv", "widerow-parquet"} & set(options)
+        assert main([*argv, "--iglu-config", iglu] if typed else argv) == 0
+        outputs[name] = digest(out / f"run={RUN_ID}", spark)
 
     if os.environ.get(RECORD) == "1":
         RECORDED.write_text(json.dumps(outputs, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -66,6 +107,9 @@ def test_the_jobs_write_the_recorded_lines_for_a_fixed_input(spark: SparkSession
     # Every outcome the input should exercise is there: the test would say little on a trivial input.
     assert {"good", "bad", "duplicates/reason=in_batch_natural"} <= set(outputs["dedup"])
     assert {**outputs["dedup"], "bad": None} == {**outputs["dedup-legacy"], "bad": None}
-    for name in ("shred", "shred-tsv"):
-        assert any(folder.startswith("output=bad/") for folder in outputs[name]), name
+    for name in ("shred", "shred-tsv", "shred-parquet-typed"):
+        assert any(folder.split("/")[0] == "output=bad" for folder in outputs[name]), name
+    # Typed Parquet's bad rows: the input's unparseable lines, and each of MISFITS.
+    (parsing_errors,) = (figures["lines"] for folder, figures in outputs["shred"].items() if "output=bad/" in folder)
+    assert outputs["shred-parquet-typed"]["output=bad"]["lines"] == parsing_errors + len(MISFITS)
     assert any("/format=tsv/" in folder and "name=atomic" not in folder for folder in outputs["shred-tsv"])

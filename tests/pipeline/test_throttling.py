@@ -26,7 +26,7 @@ TABLE = "events-manifest"
 def batches(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two batches of generated events, copies across them: cross-batch work for the manifest."""
     folder = tmp_path_factory.mktemp("generated")
-    assert main(["generate", "--output", str(folder), "--events", "80", "--batches", "2", "--seed", "13",
+    assert main(["generate", "--output", str(folder), "--events", "40", "--batches", "2", "--seed", "13",
                  "--duplicate-share", "0.2"]) == 0  # fmt: skip
     return folder
 
@@ -85,7 +85,7 @@ def manifest_summary(output: Path, run_id: str) -> dict[str, Any]:
     return figures
 
 
-@pytest.mark.slow  # about a minute of throttling
+@pytest.mark.slow  # seconds of throttling on every request
 def test_sustained_throttling_slows_the_run_and_changes_nothing(
     batches: Path, tmp_path: Path, endpoint: str, faults: Faults, expected: list[dict[str, list[str]]]
 ) -> None:
