@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.iglu.parquet.cast import cast_failed
+from jobs.iglu.parquet.cast import cast_failed_of
 from jobs.iglu.parquet.columns import TypedColumn, family_columns
-from jobs.iglu.parquet.values import typed_value
+from jobs.iglu.parquet.row_access import parsed_entities
+from jobs.iglu.parquet.values import typed_value_of
 from jobs.iglu.resolver import InvalidSchema, Resolver, SchemaKey
 from jobs.shred.plan import last_attempt_text
 from jobs.shred.widerow import Family
@@ -110,32 +111,60 @@ def _members_data(entities: Column, family: Family, versions: tuple[str, ...]) -
     return F.transform(F.concat(matching("contexts"), matching("derived_contexts")), lambda e: e["data"])
 
 
-def typed_columns(entities: Column, family: Family, typed: TypedFamilies) -> list[Column]:
-    """The family's typed columns (named) from an event's `typed_entities`."""
-    return [
-        typed_value(_members_data(entities, family, column.matching_versions), column).alias(column.name)
-        for column in typed.columns[family.column]
-    ]
+def _data(column: TypedColumn) -> str:
+    return f"data of {column.name}"
 
 
-def cast_failures(entities: Column, families: list[Family], typed: TypedFamilies) -> Column:
+def _parsed(column: TypedColumn) -> str:
+    return f"parsed {column.name}"
+
+
+def _value(column: TypedColumn) -> str:
+    return f"typed {column.name}"
+
+
+def _typed_columns(families: list[Family], typed: TypedFamilies) -> list[tuple[Family, TypedColumn]]:
+    return [(family, column) for family in families for column in typed.columns.get(family.column, [])]
+
+
+def with_parsed_entities(frame: DataFrame, families: list[Family], typed: TypedFamilies) -> DataFrame:
+    """`frame` (with `entities`) and, per typed column, its entities' data texts and those parsed (columns of their
+    own: the check and the value read one parse, which Spark would otherwise repeat for each)."""
+    columns = _typed_columns(families, typed)
+    with_data = frame.select(
+        "*",
+        *(_members_data(F.col("entities"), family, c.matching_versions).alias(_data(c)) for family, c in columns),
+    )
+    return with_data.select("*", *(parsed_entities(F.col(_data(c)), c.kind).alias(_parsed(c)) for _, c in columns))
+
+
+def typed_values(families: list[Family], typed: TypedFamilies) -> list[Column]:
+    """Per typed column, its value from `with_parsed_entities`' columns (named for `typed_columns`)."""
+    return [typed_value_of(F.col(_parsed(c)), c).alias(_value(c)) for _, c in _typed_columns(families, typed)]
+
+
+def typed_columns(family: Family, typed: TypedFamilies) -> list[Column]:
+    """The family's typed columns (named), from the values `typed_values` made."""
+    return [F.col(_value(column)).alias(column.name) for column in typed.columns[family.column]]
+
+
+def cast_failures(families: list[Family], typed: TypedFamilies) -> Column:
     """The event's `loader_iglu_error` failures for data that does not fit its typed column (JSON array text;
-    null when all fits): `{"schemaKey": the column's newest version, "value": the column's data, "expected": the
-    column's Spark type}`."""
+    null when all fits), from `with_parsed_entities`' columns: `{"schemaKey": the column's newest version, "value":
+    the column's data, "expected": the column's Spark type}`."""
     failures = []
-    for family in families:
-        for column in typed.columns.get(family.column, []):
-            data = _members_data(entities, family, column.matching_versions)
-            ((vendor, name, _),) = family.members
-            newest = _newest(column.matching_versions)
-            key = f"iglu:{vendor}/{name}/{typed.formats[family.column]}/{newest}"
-            value = F.concat(F.lit("["), F.array_join(data, ","), F.lit("]")) if family.kind == "contexts" else data
-            failure = F.concat(
-                F.lit(f'{{"schemaKey":{json.dumps(key)},"value":'),
-                value,
-                F.lit(f',"expected":{json.dumps(column.data_type.simpleString())}}}'),
-            )
-            failures.append(F.when(cast_failed(data, column), failure))
+    for family, column in _typed_columns(families, typed):
+        data = F.col(_data(column))
+        ((vendor, name, _),) = family.members
+        newest = _newest(column.matching_versions)
+        key = f"iglu:{vendor}/{name}/{typed.formats[family.column]}/{newest}"
+        value = F.concat(F.lit("["), F.array_join(data, ","), F.lit("]")) if family.kind == "contexts" else data
+        failure = F.concat(
+            F.lit(f'{{"schemaKey":{json.dumps(key)},"value":'),
+            value,
+            F.lit(f',"expected":{json.dumps(column.data_type.simpleString())}}}'),
+        )
+        failures.append(F.when(cast_failed_of(F.col(_parsed(column)), column), failure))
     if not failures:
         return F.lit(None).cast("string")
     found = F.array_compact(F.array(*failures))

@@ -266,18 +266,18 @@ def widerow_json(good: DataFrame, families: list[Family]) -> DataFrame:
 
 
 def widerow_table(
-    good: DataFrame, families: list[Family], typed: Callable[[Column, Family], list[Column] | None] | None = None
+    good: DataFrame, families: list[Family], typed: Callable[[Family], list[Column] | None] | None = None
 ) -> DataFrame:
     """The wide rows as columns (for Parquet): the typed atomic columns, then the entity columns.
 
     Atomic columns as `typed_atomic_columns` (timestamps keep microseconds: nanoseconds are cut). A family's
-    columns are what `typed(entities, family)` gives (typed from its schemas: `jobs.shred.typed`); without it, or
-    when it gives None, entity data as JSON text: contexts `array<string>`, unstruct events `string`.
+    columns are what `typed(family)` gives (columns of `good` typed from its schemas: `jobs.shred.typed`); without
+    it, or when it gives None, entity data as JSON text: contexts `array<string>`, unstruct events `string`.
     """
-    split = good.select(F.split("line", "\t").alias("fields"), "entities")
+    split = good.withColumn("fields", F.split("line", "\t"))
     entity_columns: list[Column] = []
     for family in families:
-        columns = typed(F.col("entities"), family) if typed else None
+        columns = typed(family) if typed else None
         entity_columns += (
             columns if columns is not None else [family_data(F.col("entities"), family).alias(family.column)]
         )
@@ -291,7 +291,7 @@ def write(
     output_format: str,
     compression: str,
     name: str = WIDEROW_FOLDER,
-    typed: Callable[[Column, Family], list[Column] | None] | None = None,
+    typed: Callable[[Family], list[Column] | None] | None = None,
 ) -> str:
     """Write the wide rows into `name/` of the run folder as JSON lines (`widerow`) or Parquet (`widerow-parquet`,
     entity columns from `typed`: see `widerow_table`)."""

@@ -14,7 +14,14 @@ from jobs.shred import rdb, widerow
 from jobs.shred.lines import TYPE_COLUMNS, schema_key
 from jobs.shred.plan import ShredPlan, iglu_failures
 from jobs.shred.target import DECIDED_STORAGE, ShredTarget, Written, loader_type_of
-from jobs.shred.typed import TypedFamilies, cast_failures, type_families, typed_columns
+from jobs.shred.typed import (
+    TypedFamilies,
+    cast_failures,
+    type_families,
+    typed_columns,
+    typed_values,
+    with_parsed_entities,
+)
 from jobs.shred.widerow import WIDEROW_FOLDER, Family, event_json
 
 
@@ -25,7 +32,8 @@ def write_wide_rows(target: ShredTarget) -> Written:
 
     With a resolver, the rdb layout's Parquet entity columns are typed from their schemas (`jobs.shred.typed`):
     the events whose schemas fail, or whose data does not fit the type, become `loader_iglu_error` rows, so the
-    lines are marked and persisted again (the check parses each entity once more) before anything is written.
+    lines are marked, and persisted again with their typed values, before anything is written (each entity parsed
+    once for its check and its value).
     """
     layout, output_format, resolver = target.layout, target.output_format, target.resolver
     rows_folder, bad_folder = (WIDEROW_FOLDER, "bad") if layout == "legacy" else (rdb.GOOD, rdb.BAD)
@@ -54,7 +62,7 @@ def write_wide_rows(target: ShredTarget) -> Written:
             output_format,
             target.compression,
             rows_folder,
-            lambda entities, family: typed_columns(entities, family, typed) if family.column in typed.columns else None,
+            lambda family: typed_columns(family, typed) if family.column in typed.columns else None,
         )
         target.progress(f"writing {bad_folder}/")
         target.folder.write_text(bad_folder, _bad_text(target, bad_lines, figures["iglu_bad"]), target.compression)
@@ -87,18 +95,18 @@ def _typed_families(
 
 
 def _with_typed_failures(decided: DataFrame, families: list[Family], typed: TypedFamilies) -> DataFrame:
-    """`decided` with `iglu_failure` (a family's schemas failed, or an entity does not fit its type) and `good`
-    false for the events that have one, persisted."""
-    entities = F.col("entities")
+    """`decided` with `iglu_failure` (a family's schemas failed, or an entity does not fit its type), `good` false
+    for the events that have one, and the typed columns' values (`typed_values`), persisted."""
     failure = F.when(
         F.col("good"),
         F.coalesce(
             iglu_failures(F.transform("entities", schema_key), ShredPlan(failures=typed.failures)),
-            cast_failures(entities, families, typed),
+            cast_failures(families, typed),
         ),
     )
     return (
-        decided.withColumn("iglu_failure", failure)
+        with_parsed_entities(decided, families, typed)
+        .select(*decided.columns, failure.alias("iglu_failure"), *typed_values(families, typed))
         .withColumn("good", F.col("good") & F.col("iglu_failure").isNull())
         .persist(DECIDED_STORAGE)
     )

@@ -1120,7 +1120,7 @@ CAST_CASES = {
     "decimal as a string": (kitchen(price="1.23"), True),
     "int out of range": (kitchen(count=2147483648), True),
     "int as a string": (kitchen(count="7"), True),
-    "int written 1.0 (upstream reads it; Spark's from_json cannot)": (
+    "int written 1.0 (upstream reads it; refused here)": (
         '{"when":"2021-03-04T05:06:07Z","count":1.0}',
         True,
     ),

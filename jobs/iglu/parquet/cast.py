@@ -24,7 +24,7 @@ from pyspark.sql.types import (
 )
 
 from jobs.iglu.parquet.columns import TypedColumn, _check_kind
-from jobs.iglu.parquet.row_access import _collides, _groups, _pick
+from jobs.iglu.parquet.row_access import _collides, _groups, _pick, parsed_entities
 
 
 def _let(value: Column, body: Callable[[Column], Column]) -> Column:
@@ -115,31 +115,35 @@ def _bad(value: Column, out: DataType, parse: DataType, nullable: bool, in_array
 
 
 def cast_failed(data: Column, column: TypedColumn) -> Column:
-    """True where some entity's data does not fit the column's type: where upstream's Parquet transformer makes the
-    event a `loader_iglu_error` bad row (schema-ddl's Caster); false for null data.
+    """`cast_failed_of` the entities' data texts (`parsed_entities` of `data`, as `typed_value` takes it)."""
+    return cast_failed_of(parsed_entities(data, column.kind), column)
 
-    Checked on the JSON itself (`try_parse_json`, then the variant's type at each position), not on what
-    `from_json` made of it, because Spark's reader is lenient where upstream is not: a number read as a string's
-    text, a numeric string read as a number or a timestamp, a decimal rounded to the scale. Wrong: text that is not
-    JSON (or has duplicate keys, which Spark's variant refuses), a value of another JSON type, an integer out of
-    range or written with a fraction or exponent (`1.0`: upstream reads it, Spark's `from_json` does not, so it is
-    a bad row here), a decimal with more decimals than the scale, a timestamp without an offset, a date or
-    timestamp not in ISO 8601, and a missing or null value where the type requires one. Costs one more parse of
-    each entity.
+
+def cast_failed_of(parsed: Column, column: TypedColumn) -> Column:
+    """True where some entity's data does not fit the column's type: where upstream's Parquet transformer makes the
+    event a `loader_iglu_error` bad row (schema-ddl's Caster); false for no data. `parsed`: the entities as
+    `parsed_entities` gives them (each parsed once, shared with `typed_value_of`).
+
+    Checked on the JSON itself (the variant), not on a typed reading of it, which is lenient where upstream is not:
+    a number read as a string's text, a numeric string read as a number or a timestamp, a decimal rounded to the
+    scale. Wrong: text that is not JSON (or has duplicate keys, which Spark's variant refuses), a value of another
+    JSON type, an integer out of range or written with a fraction or exponent (`1.0`: upstream reads it, it is a
+    bad row here), a decimal with more decimals than the scale, a timestamp without an offset, a date or timestamp
+    not in ISO 8601, and a missing or null value where the type requires one.
     """
     _check_kind(column)
     out, parse = column.data_type, column.parse_type
 
-    def entity_bad(text: Column, out: DataType, parse: DataType, nullable: bool, in_array: bool) -> Column:
-        return _let(
-            F.try_parse_json(text),
-            lambda value: (text.isNotNull() & value.isNull()) | _bad(value, out, parse, nullable, in_array),
-        )
+    def entity_bad(entity: Column, out: DataType, parse: DataType, nullable: bool, in_array: bool) -> Column:
+        value = entity["json"]
+        return (entity.isNotNull() & value.isNull()) | _bad(value, out, parse, nullable, in_array)
 
     if column.kind == "contexts":
         assert isinstance(out, ArrayType) and isinstance(parse, ArrayType)
         return F.coalesce(
-            F.exists(data, lambda text: entity_bad(text, out.elementType, parse.elementType, out.containsNull, True)),
+            F.exists(
+                parsed, lambda entity: entity_bad(entity, out.elementType, parse.elementType, out.containsNull, True)
+            ),
             F.lit(False),
         )
-    return F.coalesce(_let(data, lambda text: entity_bad(text, out, parse, True, False)), F.lit(False))
+    return F.coalesce(_let(parsed, lambda entity: entity_bad(entity, out, parse, True, False)), F.lit(False))

@@ -39,7 +39,7 @@ class TypedColumn:
     """One typed wide-row entity column of a family: upstream's `TypedField`.
 
     `data_type`: the column's type, nullability as upstream's Parquet has it (the column itself is nullable).
-    `parse_type`: what `from_json` reads an entity with: the entities' JSON keys (one field for each key that
+    `parse_type`: what an entity's JSON is read as (`typed_value_of`): its JSON keys (one field for each key that
     normalizes to an output field), all nullable, JSON leaves as variants. For contexts both are arrays.
     """
 
@@ -73,7 +73,7 @@ def _spark_type(value: _Type) -> DataType:
 
 
 def _parse_spark_type(value: _Type) -> DataType:
-    """The type `from_json` reads a value of `value` with: JSON keys, JSON leaves as variants, all nullable."""
+    """The type a value of `value` is read as from its JSON: JSON keys, JSON leaves as variants, all nullable."""
     if isinstance(value, _Struct):
         return StructType(
             [StructField(key, _parse_spark_type(f.type), True) for f in value.fields for key in f.accessors]

@@ -58,3 +58,24 @@ def _pick(value: Column, keys: list[_Key]) -> Column:
             for name, key in keys
         )
     )
+
+
+def parsed_entities(data: Column, kind: str) -> Column:
+    """Entity data texts parsed, for `typed_value_of` and `cast_failed_of`: per entity a struct whose `json` is the
+    text as a variant (`try_parse_json`; null when the text is not JSON), the entity null when its text is. For
+    contexts, an array of those from an `array<string>`; for an unstruct event, one from a `string`."""
+
+    def parsed(text: Column) -> Column:
+        return F.when(text.isNotNull(), F.struct(F.try_parse_json(text).alias("json")))
+
+    return F.transform(data, parsed) if kind == "contexts" else parsed(data)
+
+
+def _ddl(data_type: DataType) -> str:
+    """`data_type` as a type string `try_variant_get` reads, field names quoted (they may hold any character)."""
+    if isinstance(data_type, StructType):
+        fields = ", ".join(f"`{field.name.replace('`', '``')}`: {_ddl(field.dataType)}" for field in data_type.fields)
+        return f"struct<{fields}>"
+    if isinstance(data_type, ArrayType):
+        return f"array<{_ddl(data_type.elementType)}>"
+    return data_type.simpleString()

@@ -18,14 +18,13 @@ from pyspark.sql.types import (
     IntegerType,
     LongType,
     StringType,
-    StructField,
     StructType,
     TimestampType,
     VariantType,
 )
 
 from jobs.iglu.parquet.columns import TypedColumn, _check_kind
-from jobs.iglu.parquet.row_access import _any_collides, _groups, _pick, _positional
+from jobs.iglu.parquet.row_access import _any_collides, _ddl, _groups, _pick, _positional, parsed_entities
 
 
 def _placeholder(out: DataType, nullable: bool) -> Column:
@@ -111,44 +110,41 @@ def _missing(value: Column, out: DataType, parse: DataType, nullable: bool, in_a
     return reduce(Column.__or__, parts)
 
 
-def _from_json(text: Column, parse: DataType) -> Column:
-    if isinstance(parse, StructType):
-        return F.from_json(text, parse)
-    # from_json reads objects (and arrays, maps): an entity of another type is read wrapped in one.
-    wrapped = F.concat(F.lit('{"value":'), text, F.lit("}"))
-    return F.from_json(wrapped, StructType([StructField("value", parse, True)]))["value"]
-
-
 def typed_value(data: Column, column: TypedColumn) -> Column:
-    """The column's typed value (of `column.data_type`, nullability included) from its entities' data JSON text.
+    """The column's typed value from its entities' data JSON text: `typed_value_of` their `parsed_entities`.
 
     Args:
         data: for contexts, an `array<string>` of the matching entities' data texts (custom contexts first, then
             derived contexts); for an unstruct event, its data text. Null (or no context) gives null.
         column: from `family_columns`.
+    """
+    return typed_value_of(parsed_entities(data, column.kind), column)
 
-    Each entity is parsed once (`from_json` with `column.parse_type`, Spark's PERMISSIVE mode) and reshaped inside
-    one lambda: Spark does not share a repeated `from_json` between expressions, so each field reference would parse
-    the entity again. Values are read as Spark reads JSON, which matches upstream for data that fits the type:
-    timestamps ISO 8601 with an offset (to microseconds), dates `yyyy-MM-dd`, decimals at the column's scale, JSON
-    leaves as compact JSON text (from variants: object keys sorted). Data that does not fit is where the two differ
-    (Spark reads a number in a string field as its text, rounds a decimal to the scale, nulls what it cannot read;
-    upstream rejects the event): use `cast_failed` to send those events to bad rows as upstream does. Where a
-    required position (not null in `data_type`) is null, the whole value is null, so the type can stay exact.
+
+def typed_value_of(parsed: Column, column: TypedColumn) -> Column:
+    """The column's typed value (of `column.data_type`, nullability included) from its entities as
+    `parsed_entities` gives them (each entity parsed once, shared with `cast_failed_of`).
+
+    Each entity's variant is read as `column.parse_type` (`try_variant_get`: keys matched by name, each value cast
+    to its position's type) and reshaped inside one lambda. For data that fits the type (`cast_failed_of` false),
+    this is upstream's value: timestamps ISO 8601 with an offset (to microseconds), dates `yyyy-MM-dd`, decimals
+    at the column's scale, JSON leaves as compact JSON text (object keys sorted). Data that does not fit is a bad
+    row (`cast_failed_of`); its value here is whatever the cast makes of it, never written. Where a required
+    position (not null in `data_type`) is null, the whole value is null, so the type can stay exact.
     """
     _check_kind(column)
     positional = _any_collides(column.parse_type)
 
-    def read(text: Column, parse: DataType) -> Column:
-        parsed = _from_json(text, parse)
-        return parsed.cast(_positional(parse)) if positional else parsed
+    def read(entity: Column, parse: DataType) -> Column:
+        value = F.try_variant_get(entity["json"], "$", _ddl(parse))
+        return value.cast(_positional(parse)) if positional else value
 
     if column.kind == "contexts":
         assert isinstance(column.parse_type, ArrayType)
         element = column.parse_type.elementType
-        parsed = F.transform(data, lambda text: read(text, element))
+        value = F.transform(parsed, lambda entity: read(entity, element))
     else:
-        parsed = read(data, column.parse_type)
+        value = read(parsed, column.parse_type)
 
     def shape(value: Column) -> Column:
         typed = _convert(value, column.data_type, column.parse_type, True, positional)
@@ -157,4 +153,4 @@ def typed_value(data: Column, column: TypedColumn) -> Column:
         # No matching context is null upstream, not an empty array.
         return F.when(F.size(value) > 0, typed) if column.kind == "contexts" else typed
 
-    return F.transform(F.array(parsed), shape)[0]
+    return F.transform(F.array(value), shape)[0]
