@@ -250,7 +250,7 @@ def seed_lake(spark: Any, path: Path, buckets: int, days: int, keys_per_day: int
     LakeManifest.write_segment and one commit naming them all (what `days` record_run calls leave, each day being
     one segment, nothing expired and nothing to compact). Reused when a seed with these parameters exists."""
     from jobs.manifest import open_manifest
-    from jobs.manifest.lake import RunEntries, State
+    from jobs.manifest.lake_state import RunEntries, State
 
     marker = path / "_bench_seed.json"
     wanted = {"buckets": buckets, "days": days, "keys_per_day": keys_per_day, "salt": salt,

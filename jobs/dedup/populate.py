@@ -126,6 +126,7 @@ def _load_export(
     started: float,
 ) -> dict[str, Any]:  # fmt: skip
     from jobs.manifest.lake import LakeManifest
+    from jobs.manifest.lake_import import import_dynamodb_export
 
     if not isinstance(manifest, LakeManifest):
         raise InvalidArgumentError(
@@ -134,7 +135,7 @@ def _load_export(
         )
     with writer_lease(spark, manifest, "populate-manifest", run_id):
         progress(f"loading the DynamoDB export {export} into {manifest.uri}")
-        counts = manifest.import_dynamodb_export(spark, export, run_id)
+        counts = import_dynamodb_export(manifest, spark, export, run_id)
     return {
         "job": "populate-manifest",
         "version": __version__,

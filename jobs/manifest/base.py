@@ -55,7 +55,14 @@ class ManifestStats:
     """Lake: Parquet files the check read (each costs an S3 GET or a few)."""
     bytes_read: int = 0
     keys_read: int = 0
-    """Lake: entries in the files the check read."""
+    """Lake: entries the check read whole: every entry of the segments it reads whole, and every filter entry of
+    the past days it reads through their filters."""
+    live_keys: int = 0
+    """Lake: entries of the segments that count for the run (what reading every one of them would read)."""
+    filter_matches: int = 0
+    """Lake: the batch's ids a past day's filter could not rule out (each a look-up in that day's bucket file)."""
+    lookup_files_read: int = 0
+    """Lake: bucket files of past days read for those look-ups (in `files_read` and `bytes_read`)."""
     files_written: int = 0
     bytes_written: int = 0
 

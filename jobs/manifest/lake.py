@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,16 +40,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.contract import (
-    DYNAMODB_ETL_TIME,
-    DYNAMODB_PARTITION_KEY,
-    DYNAMODB_SORT_KEY,
-    DYNAMODB_TTL,
     LAKE_COLUMNS,
     LAKE_COMMITS,
     LAKE_DESCRIPTOR,
+    LAKE_FILTERS,
     LAKE_SEGMENTS,
 )  # fmt: skip
-from jobs.enriched.parse import UUID_PATTERN
 from jobs.errors import InvalidArgumentError
 from jobs.fs import store
 from jobs.manifest.base import (
@@ -62,14 +58,18 @@ from jobs.manifest.base import (
     ManifestRun,
     ManifestStats,
 )  # fmt: skip
+from jobs.manifest.lake_filter import (
+    FILTER_BITS,
+    Filter,
+    bucket_of_file,
+    filter_matches,
+    register_filters,
+    write_filter,
+)  # fmt: skip
 from jobs.manifest.lake_integrity import Recorded, data_files, leftovers, verify_segments
+from jobs.manifest.lake_state import FORMAT, VERSION, RunEntries, Segment, State, expired_dropped
 
-FORMAT = "winnow-lake-manifest"
-VERSION = 1
 DEFAULT_BUCKETS = 64
-RETAIN_AFTER_EXPIRY_DAYS = 7
-"""Expired segments are kept this long after the newest run: a redo of a run up to this old still decides as it
-first did (the per-request backends lose expired items at once, DynamoDB within about two days)."""
 COMMITS_KEPT = 100
 """Older commit objects are deleted (each commit holds the whole state; the old ones are history only)."""
 ENTRY_KEYS = ("id_hi", "id_lo")
@@ -113,83 +113,6 @@ def keyed_pairs(pairs: DataFrame) -> DataFrame:
     return pairs.select(
         high.alias("id_hi"), low.alias("id_lo"), F.xxhash64("fingerprint").alias("fp_hash"), "event_key", "fingerprint"
     )
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One folder of entries, as a commit records it."""
-
-    name: str
-    runs: tuple[int, ...]
-    """The etl_times of the entries in it (one run's, or a day's after compaction)."""
-    files: int
-    bytes: int
-    keys: int
-    max_ttl: int
-    file_sizes: dict[str, int] | None = None
-    """Its data files, by name in its folder, with their sizes (None: recorded by the first version, which
-    counted them only). In the commit's `segment_files`, apart from the segment: the first version reads a
-    segment's keys as its fields, so a commit of this one stays readable by it."""
-
-
-@dataclass(frozen=True)
-class RunEntries:
-    """Which segment holds a run's current entries."""
-
-    etl_time: int
-    run_id: str
-    ttl: int
-    segment: str
-
-
-@dataclass(frozen=True)
-class State:
-    """The manifest as one commit leaves it."""
-
-    commit: int
-    buckets: int
-    segments: dict[str, Segment] = field(default_factory=dict)
-    runs: dict[int, RunEntries] = field(default_factory=dict)
-
-    def live_for(self, etl_time: int) -> dict[str, tuple[int, ...]]:
-        """Segments holding entries that count at `etl_time`, each with the runs whose rows are stale in it (a
-        rerun's commit moved them to another segment)."""
-        live = {
-            entries.segment
-            for entries in self.runs.values()
-            if entries.etl_time < etl_time < entries.ttl and entries.segment in self.segments
-        }
-        return {name: self.stale_in(name) for name in sorted(live)}
-
-    def stale_in(self, name: str) -> tuple[int, ...]:
-        """The runs with rows in segment `name` that no longer count there (a later commit moved them)."""
-        return tuple(t for t in self.segments[name].runs if t not in self.runs or self.runs[t].segment != name)
-
-    def document(self, job: str, run_id: str) -> dict[str, Any]:
-        return {
-            "format": FORMAT,
-            "version": VERSION,
-            "commit": self.commit,
-            "committed_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "by": {"job": job, "run_id": run_id},
-            "buckets": self.buckets,
-            "segments": [
-                {key: value for key, value in asdict(segment).items() if key != "file_sizes"}
-                for segment in self.segments.values()
-            ],
-            "runs": [asdict(entries) for entries in sorted(self.runs.values(), key=lambda e: e.etl_time)],
-            "segment_files": {s.name: s.file_sizes for s in self.segments.values() if s.file_sizes is not None},
-        }
-
-    @staticmethod
-    def parse(document: dict[str, Any]) -> State:
-        sizes = document.get("segment_files", {})  # absent from the first version's commits
-        segments = {
-            s["name"]: Segment(**{**s, "runs": tuple(s["runs"]), "file_sizes": sizes.get(s["name"])})
-            for s in document["segments"]
-        }
-        runs = {r["etl_time"]: RunEntries(**r) for r in document["runs"]}
-        return State(commit=document["commit"], buckets=document["buckets"], segments=segments, runs=runs)
 
 
 @dataclass(frozen=True)
@@ -270,6 +193,8 @@ class LakeManifest(Manifest):
             )
         for name in sorted(set(base.segments) - set(new.segments)):
             store.delete_folder(self._segment_path(name))
+        for name in sorted(set(base.filters) - set(new.filters)):
+            store.delete_folder(self._filter_path(name))
         for number in self._commit_numbers()[:-COMMITS_KEPT]:
             store.delete(self._commit_path(number))
         self._remove_leftovers(new)
@@ -281,10 +206,14 @@ class LakeManifest(Manifest):
         Raises:
             ManifestDamagedError: a file is missing, differs or is in no commit (exit 1).
         """
-        recorded = (
+        recorded = [
             Recorded(name, self._segment_path(name), segment.files, segment.file_sizes)
             for name, segment in sorted(state.segments.items())
-        )
+        ]
+        recorded += [
+            Recorded(f"{name}'s filter", self._filter_path(name), f.files, f.file_sizes)
+            for name, f in sorted(state.filters.items())
+        ]
         return verify_segments(self.uri, state.commit, recorded)
 
     def _remove_leftovers(self, current: State) -> None:
@@ -292,17 +221,22 @@ class LakeManifest(Manifest):
         it deleted what its commit replaced). The lease makes this run the only writer and its own segments are
         committed by now, so such a folder is no one's work in progress."""
         unnamed = set(self._segment_names("")) - set(current.segments)
-        for name in leftovers(unnamed, self._named_by_kept_commits):
+        for name in leftovers(unnamed, lambda: self._named_by_kept_commits("segments")):
             store.delete_folder(self._segment_path(name))
+        unnamed = set(self._segment_names("", LAKE_FILTERS)) - set(current.filters)
+        for name in leftovers(unnamed, lambda: self._named_by_kept_commits("segment_filters")):
+            store.delete_folder(self._filter_path(name))
 
-    def _named_by_kept_commits(self) -> set[str] | None:
-        """The segments any kept commit names; None when one cannot be read (then nothing is removed)."""
+    def _named_by_kept_commits(self, key: str) -> set[str] | None:
+        """The segments (`key` "segments") or segments' filters ("segment_filters") any kept commit names; None
+        when one cannot be read (then nothing is removed)."""
         named: set[str] = set()
         for number in self._commit_numbers():
             data = store.read_bytes(self._commit_path(number))
             try:
-                named.update(segment["name"] for segment in json.loads(data or b"")["segments"])
-            except (ValueError, KeyError, TypeError):
+                listed = json.loads(data or b"").get(key, [])
+                named.update(item["name"] if isinstance(item, dict) else item for item in listed)
+            except (ValueError, KeyError, TypeError, AttributeError):
                 return None
         return named
 
@@ -311,12 +245,16 @@ class LakeManifest(Manifest):
     def _segment_path(self, name: str) -> str:
         return f"{self.root}/{LAKE_SEGMENTS}/segment={name}"
 
+    def _filter_path(self, name: str) -> str:
+        return f"{self.root}/{LAKE_FILTERS}/segment={name}"
+
     def _spark_path(self, path: str) -> str:
         return path if store.s3_location(path) is not None else "file://" + path
 
-    def _segment_names(self, prefix: str) -> list[str]:
-        """Names of the segment folders (committed or not) whose name starts with `prefix`."""
-        folder = f"{self.root}/{LAKE_SEGMENTS}"
+    def _segment_names(self, prefix: str, under: str = LAKE_SEGMENTS) -> list[str]:
+        """Names of the segment folders (committed or not; of filters with `under` LAKE_FILTERS) whose name starts
+        with `prefix`."""
+        folder = f"{self.root}/{under}"
         local = store.local_path(folder)
         marker = f"segment={prefix}"
         if local is not None:
@@ -372,30 +310,31 @@ class LakeManifest(Manifest):
         self.verify(state)  # before anything is read or written: a damaged manifest would decide silently
         buckets = state.buckets
         live = state.live_for(run.etl_time)
-        stats = ManifestStats(
-            files_read=sum(state.segments[s].files for s in live),
-            bytes_read=sum(state.segments[s].bytes for s in live),
-            keys_read=sum(state.segments[s].keys for s in live),
-        )
+        whole = {name: stale for name, stale in live.items() if name not in state.filters}
+        filtered = {name: stale for name, stale in live.items() if name in state.filters}
         # Distinct by the entry's key: the id's bits are the id, and two fingerprints of an id share a hash with
         # probability 2^-64 (cheaper than comparing the strings).
         keyed = keyed_pairs(pairs).repartition(buckets, *ENTRY_KEYS).dropDuplicates([*ENTRY_KEYS, "fp_hash"])
-        table = f"winnow_lake_{uuid.uuid4().hex}" if live else None
-        if table is None:
-            flagged = keyed.select("*", F.lit(False).alias("natural"), F.lit(False).alias("delivered"))
-        else:
-            self._register(spark, table, buckets, live)
-            earlier = (
-                spark.table(table)
-                .where((F.col("etl_time") < run.etl_time) & (F.col("ttl") > run.etl_time) & ~_stale(live))
-                .select(*ENTRY_KEYS, F.col("fingerprint").alias("earlier_fp"))
-            )
-            # The batch's pairs of a bucket are the hash table; the bucket's entries stream past it.
-            joined = keyed.hint("shuffle_hash").join(earlier, list(ENTRY_KEYS), "left")
-            flagged = joined.groupBy(*keyed.columns).agg(
-                F.coalesce(F.max(F.col("earlier_fp") == F.col("fp_hash")), F.lit(False)).alias("natural"),
-                F.max(F.col("earlier_fp").isNotNull()).alias("delivered"),
-            )
+        if filtered:
+            keyed = keyed.persist(StorageLevel.MEMORY_AND_DISK)  # read by the filters' join, then by the check
+        lookups, matched = self._lookup_files(spark, keyed, state, filtered)
+        filters = [state.filters[name] for name in filtered]
+        stats = ManifestStats(
+            files_read=sum(state.segments[s].files for s in whole) + sum(f.files for f in filters) + len(lookups),
+            bytes_read=sum(state.segments[s].bytes for s in whole) + sum(f.bytes for f in filters)
+            + sum(lookups.values()),
+            keys_read=sum(state.segments[s].keys for s in whole) + sum(f.keys for f in filters),
+            live_keys=sum(state.segments[s].keys for s in live),
+            filter_matches=matched,
+            lookup_files_read=len(lookups),
+        )  # fmt: skip
+        table = f"winnow_lake_{uuid.uuid4().hex}" if whole else None
+        joined = self._with_earlier(keyed, run, buckets, table, whole, filtered, sorted(lookups))
+        earlier_fp = F.col("earlier_fp")
+        flagged = joined.groupBy(*keyed.columns).agg(
+            F.coalesce(F.max(earlier_fp == F.col("fp_hash")), F.lit(False)).alias("natural"),
+            F.max(earlier_fp.isNotNull()).alias("delivered"),
+        )
         flagged = flagged.persist(StorageLevel.MEMORY_AND_DISK)
         flagged.count()  # the manifest is read once, here
         answer = F.when(F.col("natural"), F.lit(SEEN_EARLIER)).when(
@@ -420,6 +359,7 @@ class LakeManifest(Manifest):
         def release() -> None:
             answers.unpersist()
             flagged.unpersist()
+            keyed.unpersist()
             if table is not None:
                 spark.sql(f"DROP TABLE IF EXISTS {table}")
 
@@ -431,6 +371,69 @@ class LakeManifest(Manifest):
             )
 
         return ManifestCheck(answers=answers, stats=figures, record=record, release=release)
+
+    def _with_earlier(
+        self,
+        keyed: DataFrame,
+        run: ManifestRun,
+        buckets: int,
+        table: str | None,
+        whole: dict[str, tuple[int, ...]],
+        filtered: dict[str, tuple[int, ...]],
+        lookups: list[str],
+    ) -> DataFrame:
+        """`keyed` with `earlier_fp`: a row per entry that counts against `run` for its id (one with a null when
+        none does), from the segments read whole (`whole`, registered as `table`) and the bucket files of the
+        filtered segments their filters could not rule out (`lookups`)."""
+        spark = keyed.sparkSession
+        counts = (F.col("etl_time") < run.etl_time) & (F.col("ttl") > run.etl_time)
+        if table is None:
+            joined = keyed.select("*", F.lit(None).cast("long").alias("earlier_fp"))
+        else:
+            self._register(spark, table, buckets, whole)
+            earlier = (
+                spark.table(table)
+                .where(counts & ~_stale(whole))
+                .select(*ENTRY_KEYS, F.col("fingerprint").alias("earlier_fp"))
+            )
+            # The batch's pairs of a bucket are the hash table; the bucket's entries stream past it.
+            joined = keyed.hint("shuffle_hash").join(earlier, list(ENTRY_KEYS), "left")
+        if lookups:
+            looked_up = (
+                spark.read.schema(f"{_COLUMNS_SQL}, segment STRING")
+                .option("basePath", self._spark_path(f"{self.root}/{LAKE_SEGMENTS}"))
+                .parquet(*(self._spark_path(path) for path in lookups))
+                .where(counts & ~_stale(filtered))
+                .select(*ENTRY_KEYS, F.col("fingerprint").alias("earlier_fp"))
+            )
+            joined = joined.unionByName(keyed.join(looked_up, list(ENTRY_KEYS)))
+        return joined
+
+    def _lookup_files(
+        self, spark: SparkSession, keyed: DataFrame, state: State, filtered: dict[str, tuple[int, ...]]
+    ) -> tuple[dict[str, int], int]:
+        """The bucket files of the `filtered` segments whose filter some of `keyed`'s ids match (path -> bytes), and
+        how many (id, segment) matches there were."""
+        by_bits: dict[int, list[str]] = {}
+        for name in filtered:
+            if state.filters[name].keys:
+                by_bits.setdefault(state.filters[name].bits, []).append(name)
+        matches = []
+        for bits, named in sorted(by_bits.items()):  # one join for all, unless a version changed FILTER_BITS
+            table = f"winnow_filter_{uuid.uuid4().hex}"
+            register_filters(spark, table, f"{self.root}/{LAKE_FILTERS}", state.buckets, named)
+            try:
+                matches += filter_matches(spark, keyed, table, state.buckets, bits)
+            finally:
+                spark.sql(f"DROP TABLE IF EXISTS {table}")
+        wanted = {(segment, bucket) for segment, bucket, _ in matches}
+        files = {
+            f"{self._segment_path(segment)}/{file}": size
+            for segment in sorted({segment for segment, _ in wanted})
+            for file, size in (state.segments[segment].file_sizes or {}).items()
+            if (segment, bucket_of_file(file)) in wanted
+        }
+        return files, sum(count for _, _, count in matches)
 
     def _register(self, spark: SparkSession, table: str, buckets: int, segments: dict[str, tuple[int, ...]]) -> None:
         spark.sql(
@@ -456,13 +459,14 @@ class LakeManifest(Manifest):
         segments[name] = replace(segment, runs=(run.etl_time,), max_ttl=run.ttl)
         runs = {**state.runs, run.etl_time: RunEntries(run.etl_time, run.run_id, run.ttl, name)}
         committed = self.commit(
-            expired_dropped(State(state.commit, state.buckets, segments, runs)), state, run.job, run.run_id
+            expired_dropped(replace(state, segments=segments, runs=runs)), state, run.job, run.run_id
         )
         self.compact(entries.sparkSession, committed, run)
         return segment
 
     def compact(self, spark: SparkSession, state: State, run: ManifestRun) -> State:
-        """Merge each past UTC day's segments (before the day of `run`) into one segment, and commit."""
+        """Merge each past UTC day's segments (before the day of `run`) into one segment, give each past day's
+        segment a filter (`lake_filter`), and commit."""
         today = run.etl_time // SECONDS_PER_DAY
         by_day: dict[int, list[str]] = {}
         for segment in state.segments.values():
@@ -470,9 +474,10 @@ class LakeManifest(Manifest):
             if len(days) == 1 and (day := days.pop()) < today:
                 by_day.setdefault(day, []).append(segment.name)
         merged = {day: names for day, names in by_day.items() if len(names) > 1}
-        if not merged:
+        unfiltered = sorted(names[0] for names in by_day.values() if len(names) == 1 and names[0] not in state.filters)
+        if not merged and not unfiltered:
             return state
-        segments, runs = dict(state.segments), dict(state.runs)
+        segments, runs, filters = dict(state.segments), dict(state.runs), dict(state.filters)
         for day, names in sorted(merged.items()):
             live = {name: state.stale_in(name) for name in names}
             table = f"winnow_lake_{uuid.uuid4().hex}"
@@ -485,66 +490,29 @@ class LakeManifest(Manifest):
                 spark.sql(f"DROP TABLE IF EXISTS {table}")
             for old in names:
                 del segments[old]
+                filters.pop(old, None)
             segments[name] = segment
+            unfiltered.append(name)
             for etl_time in segment.runs:
                 runs[etl_time] = replace(runs[etl_time], segment=name)
+        for name in unfiltered:
+            if (made := self._write_filter(spark, name, segments[name], state.buckets)) is not None:
+                filters[name] = made
         return self.commit(
-            State(state.commit, state.buckets, segments, runs), state, f"{run.job} (compaction)", run.run_id
+            replace(state, segments=segments, runs=runs, filters=filters), state, f"{run.job} (compaction)", run.run_id
         )
 
-    def import_dynamodb_export(self, spark: SparkSession, export: str, run_id: str) -> dict[str, int]:
-        """Load a DynamoDB manifest table's export to S3 (DynamoDB JSON, from `aws dynamodb
-        export-table-to-point-in-time`: its `data/` folder of `.json.gz` files) into this empty lake manifest, as
-        one segment; each item keeps its `etlTime` and `ttl`. The counts: items read, entries written, items
-        skipped (no UUID event id, such as the writer-lease item, or no fingerprint/etlTime/ttl).
-
-        Raises:
-            ManifestError: the lake manifest already holds entries (import first, then run).
-        """
-        state = self.state()
-        if state.runs:
-            raise ManifestError(
-                f"manifest {self.uri}: already holds {len(state.runs)} run(s); a DynamoDB export is loaded into an "
-                "empty lake manifest only: --create a new one and load the export first"
-            )
-        schema = (
-            f"Item struct<{DYNAMODB_PARTITION_KEY}: struct<S: string>, {DYNAMODB_SORT_KEY}: struct<S: string>, "
-            f"{DYNAMODB_ETL_TIME}: struct<N: string>, {DYNAMODB_TTL}: struct<N: string>>"
-        )
-        items = spark.read.schema(schema).json(export)
-        event_key = F.lower(F.col(f"Item.{DYNAMODB_PARTITION_KEY}.S"))
-        fingerprint = F.col(f"Item.{DYNAMODB_SORT_KEY}.S")
-        etl_time = F.col(f"Item.{DYNAMODB_ETL_TIME}.N").cast("long")
-        ttl = F.col(f"Item.{DYNAMODB_TTL}.N").cast("long")
-        usable = event_key.rlike(UUID_PATTERN) & fingerprint.isNotNull() & etl_time.isNotNull() & ttl.isNotNull()
-        high, low = id_halves(event_key)
-        # Read once (an export can be large): every item, with the entry it makes if it is usable.
-        converted = items.select(
-            usable.alias("usable"), high.alias("id_hi"), low.alias("id_lo"),
-            F.xxhash64(fingerprint).alias("fingerprint"), etl_time.alias("etl_time"), ttl.alias("ttl"),
-        ).persist(StorageLevel.MEMORY_AND_DISK)  # fmt: skip
-        try:
-            read = converted.count()
-            entries = converted.where("usable").drop("usable")
-            name = f"dynamodb-export-{run_id}.{uuid.uuid4().hex[:8]}"
-            segment = self.write_segment(entries, name, state.buckets)
-            ttls = {row[0]: row[1] for row in entries.groupBy("etl_time").agg(F.max("ttl")).collect()}
-        finally:
-            converted.unpersist()
-        runs = {t: RunEntries(t, f"dynamodb-export {run_id}", ttls[t], name) for t in segment.runs}
-        self.commit(State(state.commit, state.buckets, {name: segment}, runs), state, "populate-manifest", run_id)
-        return {"items": read, "entries": segment.keys, "skipped": read - segment.keys}
-
-
-def expired_dropped(state: State) -> State:
-    """`state` without the segments whose entries all expired more than RETAIN_AFTER_EXPIRY_DAYS before its newest
-    run, and without those runs."""
-    if not state.runs:
-        return state
-    cutoff = max(state.runs) - RETAIN_AFTER_EXPIRY_DAYS * SECONDS_PER_DAY
-    segments = {name: s for name, s in state.segments.items() if s.max_ttl > cutoff}
-    runs = {t: r for t, r in state.runs.items() if r.segment in segments}
-    return replace(state, segments=segments, runs=runs)
+    def _write_filter(self, spark: SparkSession, name: str, segment: Segment, buckets: int) -> Filter | None:
+        """The filter of segment `name`, from its files as committed (stale rows included: a filter may say more
+        than is there, never less); None for a segment whose commit does not list its files (it stays read whole)."""
+        if segment.file_sizes is None:
+            return None
+        files = [f"{self._segment_path(name)}/{file}" for file in sorted(segment.file_sizes)]
+        if not files:
+            return Filter(FILTER_BITS, 0, 0, 0, {})
+        entries = spark.read.parquet(*(self._spark_path(file) for file in files))
+        path = self._filter_path(name)
+        return write_filter(spark, entries, path, self._spark_path(path), buckets)
 
 
 def open_lake(uri: str, buckets: int = DEFAULT_BUCKETS) -> LakeManifest:

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import cast
 
 import pytest
 from pyspark.sql import SparkSession
@@ -111,5 +112,5 @@ def test_the_jobs_write_the_recorded_lines_for_a_fixed_input(spark: SparkSession
         assert any(folder.split("/")[0] == "output=bad" for folder in outputs[name]), name
     # Typed Parquet's bad rows: the input's unparseable lines, and each of MISFITS.
     (parsing_errors,) = (figures["lines"] for folder, figures in outputs["shred"].items() if "output=bad/" in folder)
-    assert outputs["shred-parquet-typed"]["output=bad"]["lines"] == parsing_errors + len(MISFITS)
+    assert outputs["shred-parquet-typed"]["output=bad"]["lines"] == cast(int, parsing_errors) + len(MISFITS)
     assert any("/format=tsv/" in folder and "name=atomic" not in folder for folder in outputs["shred-tsv"])

@@ -17,7 +17,9 @@ from jobs.errors import InvalidArgumentError
 from jobs.fs.lease import create_if_absent
 from jobs.fs.runs import run_timestamp
 from jobs.manifest import ManifestError, open_manifest
-from jobs.manifest.lake import RunEntries, Segment, State, open_lake
+from jobs.manifest.lake import open_lake
+from jobs.manifest.lake_import import import_dynamodb_export
+from jobs.manifest.lake_state import RunEntries, Segment, State
 from jobs.runtime.cli import main
 from tests.pipeline.helpers import event, run_folder_content
 from tests.pipeline.test_crossbatch import reidentified
@@ -214,7 +216,7 @@ def test_a_dynamodb_export_moves_into_a_lake_manifest(spark: SparkSession, tmp_p
     assert second["content"]["good"] == sorted([reidentified(BATCH_2[1]), BATCH_2[2], BATCH_2[4]])  # B/b2 re-id'd
     # Only into an empty lake manifest: a second load would mix two histories.
     with pytest.raises(ManifestError, match="already holds 2 run\\(s\\); a DynamoDB export is loaded into an empty"):
-        open_manifest(f"lake:{root}").import_dynamodb_export(spark, str(data), RUN_2)  # type: ignore[attr-defined]
+        import_dynamodb_export(open_lake(f"lake:{root}"), spark, str(data), RUN_2)
 
 
 def test_populate_manifest_fills_a_lake_manifest(spark: SparkSession, tmp_path: Path) -> None:

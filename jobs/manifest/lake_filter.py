@@ -1,0 +1,141 @@
+"""Filters of the lake manifest's past days: a run reads a few bytes a key of them, not their entries.
+
+A past day's segment (compacted, or the day's only one) gets a filter: per entry, the entry's bucket (the bucket
+file its exact entry is in) and FILTER_BITS bits of a second hash of its event id, sorted within a bucket, written
+with Parquet's delta encoding (no dictionary), so each value costs about `FILTER_BITS - log2(entries in its
+file)` bits. A run joins its pairs' (bucket, hash) with the filters of the live past days in one bucketed join
+(the filters are read, never shuffled), then reads exact entries only from the bucket files of the segments where
+one of its pairs matched. A filter can only say "certainly not here": an id delivered earlier always matches its
+own entry's filter row, so decisions are those of reading every entry; a false match costs one bucket file read.
+
+Layout: `filters/segment=NAME/`, beside `segments/` (a segment folder is read whole as a table partition, so its
+filter cannot live in it); the commit records each filter's files and sizes (`segment_filters`), and the
+integrity check compares them as it does a segment's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs.fs import store
+
+FILTER_BITS = 40
+"""Bits of the second hash kept a key: a pair matches a bucket file's filter by chance with probability about
+(entries in that file) / 2^FILTER_BITS; each chance match reads one bucket file."""
+FILTER_COLUMNS = (("bucket", "INT"), ("h", "BIGINT"))
+_COLUMNS_SQL = ", ".join(f"{name} {kind}" for name, kind in FILTER_COLUMNS)
+# Delta encoding of the sorted hashes: Parquet's V2 pages, and no dictionary (which random values would defeat).
+_WRITE_OPTIONS = "compression 'zstd', 'parquet.writer.version' 'v2', 'parquet.enable.dictionary' 'false'"
+_BUCKET_FILE = re.compile(r".*_(\d+)(?:\..*)?$")
+"""Spark's own rule for a bucketed table's file names (`part-00000-…_00003.c000.zstd.parquet`: bucket 3)."""
+ENTRY_KEYS = ("id_hi", "id_lo")
+
+
+@dataclass(frozen=True)
+class Filter:
+    """One segment's filter, as a commit records it."""
+
+    bits: int
+    keys: int
+    files: int
+    bytes: int
+    file_sizes: dict[str, int]
+
+    def document(self) -> dict[str, object]:
+        return {"bits": self.bits, "keys": self.keys, "files": self.files, "bytes": self.bytes,
+                "file_sizes": self.file_sizes}  # fmt: skip
+
+    @staticmethod
+    def parse(document: dict[str, object]) -> Filter:
+        return Filter(**document)  # type: ignore[arg-type]
+
+
+def entry_bucket(buckets: int) -> Column:
+    """The bucket of an entry (columns `id_hi`, `id_lo`): the bucket file Spark's bucketing writes it to."""
+    return F.pmod(F.hash(*ENTRY_KEYS), F.lit(buckets))
+
+
+def filter_hash(bits: int) -> Column:
+    """`bits` bits of a hash of the entry's id independent of its bucket (xxHash64, not Murmur3)."""
+    return F.xxhash64(*ENTRY_KEYS).bitwiseAND(F.lit((1 << bits) - 1))
+
+
+def filter_rows(entries: DataFrame, buckets: int, bits: int) -> DataFrame:
+    """The filter rows of `entries` (with `id_hi`, `id_lo`)."""
+    return entries.select(entry_bucket(buckets).alias("bucket"), filter_hash(bits).alias("h"))
+
+
+def _bucketing(buckets: int) -> str:
+    return f"CLUSTERED BY (bucket) SORTED BY (bucket, h) INTO {buckets} BUCKETS"
+
+
+def write_filter(spark: SparkSession, entries: DataFrame, folder: str, spark_path: str, buckets: int) -> Filter:
+    """Write the filter of `entries` into `folder` (its Spark path `spark_path`); its record for the commit."""
+    store.delete_folder(folder)  # a filter is written for a new segment name only: anything there is a dead try's
+    if (local := store.local_path(folder)) is not None:
+        os.makedirs(local)
+    table = f"winnow_filter_{uuid.uuid4().hex}"
+    spark.sql(
+        f"CREATE TABLE {table} ({_COLUMNS_SQL}) USING parquet OPTIONS ({_WRITE_OPTIONS}) {_bucketing(buckets)} "
+        f"LOCATION '{spark_path}'"
+    )
+    try:
+        filter_rows(entries, buckets, FILTER_BITS).repartition(buckets, "bucket").write.insertInto(table)
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+    files = [file for file in store.list_files(folder) if file.path.endswith(".parquet")]
+    sizes = {file.path.removeprefix(f"{folder}/"): file.size for file in files}
+    keys = spark.read.parquet(*(spark_path_of(file.path) for file in files)).count() if files else 0
+    return Filter(FILTER_BITS, keys, len(files), sum(sizes.values()), sizes)
+
+
+def spark_path_of(path: str) -> str:
+    return path if store.s3_location(path) is not None else "file://" + path
+
+
+def register_filters(spark: SparkSession, table: str, root: str, buckets: int, segments: list[str]) -> None:
+    """Register the filters of `segments` (under `root`, the manifest's `filters/`) as one bucketed table."""
+    spark.sql(
+        f"CREATE TABLE {table} ({_COLUMNS_SQL}, segment STRING) USING parquet PARTITIONED BY (segment) "
+        f"{_bucketing(buckets)} LOCATION '{spark_path_of(root)}'"
+    )
+    partitions = " ".join(
+        f"PARTITION (segment='{name}') LOCATION '{spark_path_of(f'{root}/segment={name}')}'" for name in segments
+    )
+    spark.sql(f"ALTER TABLE {table} ADD {partitions}")
+
+
+def filter_matches(
+    spark: SparkSession, keyed: DataFrame, table: str, buckets: int, bits: int
+) -> list[tuple[str, int, int]]:
+    """The (segment, bucket, ids) whose filter rows (of `bits` bits) `keyed`'s ids match: one bucketed join; the
+    filters are not shuffled (the join's keys need not all be the filters' bucketing keys)."""
+    # Partitioned by the bucket alone, as the filters are: the join then reads each filter file in its own task.
+    hashes = (
+        keyed.select(entry_bucket(buckets).alias("bucket"), filter_hash(bits).alias("h"))
+        .repartition(buckets, "bucket")
+        .distinct()
+    )
+    matched = hashes.join(spark.table(table), ["bucket", "h"]).groupBy("segment", "bucket").count()
+    setting = "spark.sql.requireAllClusterKeysForCoPartition"
+    before = spark.conf.get(setting, "true") or "true"
+    spark.conf.set(setting, "false")
+    try:
+        rows = matched.collect()
+    finally:
+        spark.conf.set(setting, before)
+    return sorted((row["segment"], row["bucket"], row["count"]) for row in rows)
+
+
+def bucket_of_file(name: str) -> int:
+    """The bucket of a bucketed table's data file, by its name."""
+    match = _BUCKET_FILE.fullmatch(name.rsplit("/", 1)[-1])
+    if match is None:
+        raise ValueError(f"{name} is no bucketed data file")
+    return int(match.group(1))

@@ -1,0 +1,59 @@
+"""Moving a DynamoDB manifest table into a lake manifest: its export to S3 loaded as one segment."""
+
+from __future__ import annotations
+
+import uuid
+
+from pyspark import StorageLevel
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
+from jobs.enriched.parse import UUID_PATTERN
+from jobs.manifest.base import ManifestError
+from jobs.manifest.lake import LakeManifest, id_halves
+from jobs.manifest.lake_state import RunEntries, State
+
+
+def import_dynamodb_export(manifest: LakeManifest, spark: SparkSession, export: str, run_id: str) -> dict[str, int]:
+    """Load a DynamoDB manifest table's export to S3 (DynamoDB JSON, from `aws dynamodb
+    export-table-to-point-in-time`: its `data/` folder of `.json.gz` files) into this empty lake manifest, as
+    one segment; each item keeps its `etlTime` and `ttl`. The counts: items read, entries written, items
+    skipped (no UUID event id, such as the writer-lease item, or no fingerprint/etlTime/ttl).
+
+    Raises:
+        ManifestError: the lake manifest already holds entries (import first, then run).
+    """
+    state = manifest.state()
+    if state.runs:
+        raise ManifestError(
+            f"manifest {manifest.uri}: already holds {len(state.runs)} run(s); a DynamoDB export is loaded into an "
+            "empty lake manifest only: --create a new one and load the export first"
+        )
+    schema = (
+        f"Item struct<{DYNAMODB_PARTITION_KEY}: struct<S: string>, {DYNAMODB_SORT_KEY}: struct<S: string>, "
+        f"{DYNAMODB_ETL_TIME}: struct<N: string>, {DYNAMODB_TTL}: struct<N: string>>"
+    )
+    items = spark.read.schema(schema).json(export)
+    event_key = F.lower(F.col(f"Item.{DYNAMODB_PARTITION_KEY}.S"))
+    fingerprint = F.col(f"Item.{DYNAMODB_SORT_KEY}.S")
+    etl_time = F.col(f"Item.{DYNAMODB_ETL_TIME}.N").cast("long")
+    ttl = F.col(f"Item.{DYNAMODB_TTL}.N").cast("long")
+    usable = event_key.rlike(UUID_PATTERN) & fingerprint.isNotNull() & etl_time.isNotNull() & ttl.isNotNull()
+    high, low = id_halves(event_key)
+    # Read once (an export can be large): every item, with the entry it makes if it is usable.
+    converted = items.select(
+        usable.alias("usable"), high.alias("id_hi"), low.alias("id_lo"),
+        F.xxhash64(fingerprint).alias("fingerprint"), etl_time.alias("etl_time"), ttl.alias("ttl"),
+    ).persist(StorageLevel.MEMORY_AND_DISK)  # fmt: skip
+    try:
+        read = converted.count()
+        entries = converted.where("usable").drop("usable")
+        name = f"dynamodb-export-{run_id}.{uuid.uuid4().hex[:8]}"
+        segment = manifest.write_segment(entries, name, state.buckets)
+        ttls = {row[0]: row[1] for row in entries.groupBy("etl_time").agg(F.max("ttl")).collect()}
+    finally:
+        converted.unpersist()
+    runs = {t: RunEntries(t, f"dynamodb-export {run_id}", ttls[t], name) for t in segment.runs}
+    manifest.commit(State(state.commit, state.buckets, {name: segment}, runs), state, "populate-manifest", run_id)
+    return {"items": read, "entries": segment.keys, "skipped": read - segment.keys}

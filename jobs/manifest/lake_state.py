@@ -1,0 +1,110 @@
+"""The lake manifest's state as a commit records it (`jobs.manifest.lake`): segments, runs, filters."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from jobs.manifest.base import SECONDS_PER_DAY
+from jobs.manifest.lake_filter import Filter
+
+FORMAT = "winnow-lake-manifest"
+VERSION = 1
+RETAIN_AFTER_EXPIRY_DAYS = 7
+"""Expired segments are kept this long after the newest run: a redo of a run up to this old still decides as it
+first did (the per-request backends lose expired items at once, DynamoDB within about two days)."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One folder of entries, as a commit records it."""
+
+    name: str
+    runs: tuple[int, ...]
+    """The etl_times of the entries in it (one run's, or a day's after compaction)."""
+    files: int
+    bytes: int
+    keys: int
+    max_ttl: int
+    file_sizes: dict[str, int] | None = None
+    """Its data files, by name in its folder, with their sizes (None: recorded by the first version, which
+    counted them only). In the commit's `segment_files`, apart from the segment: the first version reads a
+    segment's keys as its fields, so a commit of this one stays readable by it."""
+
+
+@dataclass(frozen=True)
+class RunEntries:
+    """Which segment holds a run's current entries."""
+
+    etl_time: int
+    run_id: str
+    ttl: int
+    segment: str
+
+
+@dataclass(frozen=True)
+class State:
+    """The manifest as one commit leaves it."""
+
+    commit: int
+    buckets: int
+    segments: dict[str, Segment] = field(default_factory=dict)
+    runs: dict[int, RunEntries] = field(default_factory=dict)
+    filters: dict[str, Filter] = field(default_factory=dict)
+    """Per segment of a past day: its filter (`lake_filter`); a segment without one is read whole."""
+
+    def live_for(self, etl_time: int) -> dict[str, tuple[int, ...]]:
+        """Segments holding entries that count at `etl_time`, each with the runs whose rows are stale in it (a
+        rerun's commit moved them to another segment)."""
+        live = {
+            entries.segment
+            for entries in self.runs.values()
+            if entries.etl_time < etl_time < entries.ttl and entries.segment in self.segments
+        }
+        return {name: self.stale_in(name) for name in sorted(live)}
+
+    def stale_in(self, name: str) -> tuple[int, ...]:
+        """The runs with rows in segment `name` that no longer count there (a later commit moved them)."""
+        return tuple(t for t in self.segments[name].runs if t not in self.runs or self.runs[t].segment != name)
+
+    def document(self, job: str, run_id: str) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "commit": self.commit,
+            "committed_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "by": {"job": job, "run_id": run_id},
+            "buckets": self.buckets,
+            "segments": [
+                {key: value for key, value in asdict(segment).items() if key != "file_sizes"}
+                for segment in self.segments.values()
+            ],
+            "runs": [asdict(entries) for entries in sorted(self.runs.values(), key=lambda e: e.etl_time)],
+            "segment_files": {s.name: s.file_sizes for s in self.segments.values() if s.file_sizes is not None},
+            # Apart from the segments, as `segment_files`: a version without filters reads every segment whole.
+            "segment_filters": {name: f.document() for name, f in sorted(self.filters.items())},
+        }
+
+    @staticmethod
+    def parse(document: dict[str, Any]) -> State:
+        sizes = document.get("segment_files", {})  # absent from the first version's commits
+        segments = {
+            s["name"]: Segment(**{**s, "runs": tuple(s["runs"]), "file_sizes": sizes.get(s["name"])})
+            for s in document["segments"]
+        }
+        runs = {r["etl_time"]: RunEntries(**r) for r in document["runs"]}
+        filters = {name: Filter.parse(f) for name, f in document.get("segment_filters", {}).items()}
+        return State(document["commit"], document["buckets"], segments, runs, filters)
+
+
+def expired_dropped(state: State) -> State:
+    """`state` without the segments whose entries all expired more than RETAIN_AFTER_EXPIRY_DAYS before its newest
+    run, and without those runs."""
+    if not state.runs:
+        return state
+    cutoff = max(state.runs) - RETAIN_AFTER_EXPIRY_DAYS * SECONDS_PER_DAY
+    segments = {name: s for name, s in state.segments.items() if s.max_ttl > cutoff}
+    runs = {t: r for t, r in state.runs.items() if r.segment in segments}
+    filters = {name: f for name, f in state.filters.items() if name in segments}
+    return replace(state, segments=segments, runs=runs, filters=filters)

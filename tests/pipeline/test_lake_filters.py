@@ -1,0 +1,136 @@
+"""The lake manifest's past days are read through their filters (issue 32): a few bytes a key instead of the entries,
+exact entries only from the bucket files a filter could not rule out, and the same decisions as reading everything.
+
+Through the command line and real Spark, as in test_lake_manifest.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from jobs.manifest import lake_filter
+from jobs.manifest.lake import id_halves
+from tests.pipeline.test_lake_integrity import RESTORE, refused
+from tests.pipeline.test_lake_manifest import IDS, commits, config, dedup, line, write_batch
+
+RUNS = ("2026-11-01-01-00-00", "2026-11-01-02-00-00", "2026-11-02-01-00-00", "2026-11-03-01-00-00")
+BATCHES = (
+    [line("A", "a1"), line("B", "b1"), line("C", "c1")],
+    [line("D", "d1"), line("E", "e1")],
+    [line("F", "f1")],
+    # A/a1 and D/d1 delivered on Nov 1 (past day, read through its filter), B again as b2 (synthetic), F/f1 on
+    # Nov 2 (yesterday: its filter is written by this run's commit, after its check).
+    [line("A", "a1", etl="2026-11-03 00:30:00.000"), line("B", "b2"), line("D", "d1"), line("F", "f1")],
+)
+
+
+def sequence(tmp_path: Path, manifest: str, before_last: Callable[[], None] = lambda: None) -> list[dict]:  # type: ignore[type-arg]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    out, settings = tmp_path / "out", config(tmp_path, ttl_days=30)
+    runs = []
+    for number, (run_id, lines) in enumerate(zip(RUNS, BATCHES, strict=True)):
+        batch = write_batch(tmp_path / f"batch={number}", lines)
+        if number == len(RUNS) - 1:
+            before_last()
+        runs.append(dedup(batch, out, run_id, manifest, settings, *(["--create"] if number == 0 else [])))
+    return runs
+
+
+@pytest.fixture(scope="module")
+def read_whole(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> list[dict]:  # type: ignore[type-arg]
+    """The runs on SQLite: what every run on the lake must write and count."""
+    folder = tmp_path_factory.mktemp("sqlite")
+    return sequence(folder, f"sqlite:{folder / 'manifest.db'}")
+
+
+def manifest_figures(tmp_path: Path, run_id: str) -> dict[str, int]:
+    figures: dict[str, int] = json.loads((tmp_path / "out" / f"run={run_id}" / "summary.json").read_text())["manifest"]
+    return figures
+
+
+def files_holding(spark: SparkSession, folder: Path, names: str) -> set[str]:
+    """The Parquet files of a segment folder that hold the entries of the ids `names`."""
+    halves = [id_halves(F.lit(IDS[name])) for name in names]
+    wanted = F.lit(False)
+    for high, low in halves:
+        wanted = wanted | ((F.col("id_hi") == high) & (F.col("id_lo") == low))
+    rows = spark.read.parquet(str(folder)).where(wanted).select(F.input_file_name()).distinct().collect()
+    return {row[0].rsplit("/", 1)[-1] for row in rows}
+
+
+def test_past_days_are_read_through_their_filters_and_decide_as_read_whole(
+    spark: SparkSession,
+    tmp_path: Path,
+    read_whole: list[dict],  # type: ignore[type-arg]
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = tmp_path / "lake" / "manifest"
+    # A compaction killed while writing a filter: a folder no commit names, removed by the next commit.
+    leftover = root / "filters" / "segment=day-2026-10-31.0badc0de"
+
+    def plant_leftover() -> None:
+        leftover.mkdir(parents=True)
+        (leftover / "part-00000-x_00000.c000.zstd.parquet").write_bytes(b"not read")
+
+    lake = sequence(tmp_path / "lake", f"lake:{root}", before_last=plant_leftover)
+    assert lake == read_whole
+    assert not leftover.exists()
+    assert lake[3]["content"]["duplicates"] == sorted([BATCHES[3][0], BATCHES[3][2], BATCHES[3][3]])
+    assert lake[3]["by_reason"]["duplicates"] == {"cross_batch_natural": 3}
+
+    # Run 3's commit merged Nov 1 and gave it a filter; run 4's gave Nov 2 one (after run 4's check).
+    state = commits(root)[-1]
+    day_1 = next(s for s in state["segments"] if s["name"].startswith("day-2026-11-01"))
+    day_2 = next(s for s in state["segments"] if s["name"].startswith(RUNS[2]))
+    assert sorted(state["segment_filters"]) == sorted([day_1["name"], day_2["name"]])
+    assert (
+        state["segment_filters"][day_1["name"]]["keys"] == 5 and state["segment_filters"][day_1["name"]]["bits"] == 40
+    )
+
+    # Run 4 read Nov 2 whole (1 entry), Nov 1 through its filter (5 filter rows), and exact entries only from the
+    # bucket files of Nov 1 that hold A, B or D (F is no Nov 1 id: a chance match of 40 bits is ~5e-12 here).
+    figures = manifest_figures(tmp_path / "lake", RUNS[3])
+    day_1_files = state["segment_files"][day_1["name"]]
+    read = files_holding(spark, root / "segments" / f"segment={day_1['name']}", "ABD")
+    filter_record = state["segment_filters"][day_1["name"]]
+    assert figures["live_keys"] == 6
+    assert figures["keys_read"] == 1 + 5
+    assert figures["filter_matches"] == 3
+    assert figures["lookup_files_read"] == len(read)
+    assert figures["files_read"] == day_2["files"] + filter_record["files"] + len(read)
+    assert figures["bytes_read"] == day_2["bytes"] + filter_record["bytes"] + sum(day_1_files[f] for f in read)
+
+    # A filter file that lost bytes would rule out ids it holds: the run stops before it reads or writes.
+    (damaged, size), *_ = sorted(filter_record["file_sizes"].items())
+    path = root / "filters" / f"segment={day_1['name']}" / damaged
+    saved = path.read_bytes()
+    path.write_bytes(saved[: size // 2])
+    settings, batch = str(tmp_path / "lake" / "config.json"), write_batch(tmp_path / "b5", [line("A", "a1")])
+    last = refused(batch, tmp_path / "lake" / "out", "2026-11-04-01-00-00", root, settings, capsys)
+    assert last == (
+        f"error: manifest lake:{root} is damaged: segment {day_1['name']}'s filter: file {path} holds {size // 2} "
+        f"bytes, commit {state['commit']} records {size}; nothing was written. {RESTORE}"
+    )
+    path.write_bytes(saved)  # restored, as the line says: the run goes through
+    assert dedup(batch, tmp_path / "lake" / "out", "2026-11-04-01-00-00", f"lake:{root}", settings)["content"][
+        "duplicates"
+    ] == [line("A", "a1")]
+
+
+def test_chance_matches_read_more_and_decide_the_same(
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    read_whole: list[dict],  # type: ignore[type-arg]
+) -> None:
+    # Filters of 1 bit: about every other id of the batch matches by chance, in every bucket file it falls in.
+    monkeypatch.setattr(lake_filter, "FILTER_BITS", 1)
+    assert sequence(tmp_path / "lake", f"lake:{tmp_path / 'lake' / 'manifest'}") == read_whole
+    assert commits(tmp_path / "lake" / "manifest")[-1]["segment_filters"] != {}
+    assert manifest_figures(tmp_path / "lake", RUNS[3])["filter_matches"] >= 3
