@@ -496,13 +496,13 @@ class LakeManifest(Manifest):
             for etl_time in segment.runs:
                 runs[etl_time] = replace(runs[etl_time], segment=name)
         for name in unfiltered:
-            if (made := self._write_filter(spark, name, segments[name], state.buckets)) is not None:
+            if (made := self.filter_of(spark, name, segments[name], state.buckets)) is not None:
                 filters[name] = made
         return self.commit(
             replace(state, segments=segments, runs=runs, filters=filters), state, f"{run.job} (compaction)", run.run_id
         )
 
-    def _write_filter(self, spark: SparkSession, name: str, segment: Segment, buckets: int) -> Filter | None:
+    def filter_of(self, spark: SparkSession, name: str, segment: Segment, buckets: int) -> Filter | None:
         """The filter of segment `name`, from its files as committed (stale rows included: a filter may say more
         than is there, never less); None for a segment whose commit does not list its files (it stays read whole)."""
         if segment.file_sizes is None:

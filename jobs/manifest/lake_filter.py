@@ -122,7 +122,8 @@ def filter_matches(
         .repartition(buckets, "bucket")
         .distinct()
     )
-    matched = hashes.join(spark.table(table), ["bucket", "h"]).groupBy("segment", "bucket").count()
+    # The batch's hashes of a bucket are the hash table; the bucket's filter rows stream past it, unsorted.
+    matched = hashes.hint("shuffle_hash").join(spark.table(table), ["bucket", "h"]).groupBy("segment", "bucket").count()
     setting = "spark.sql.requireAllClusterKeysForCoPartition"
     before = spark.conf.get(setting, "true") or "true"
     spark.conf.set(setting, "false")

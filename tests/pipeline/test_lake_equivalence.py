@@ -10,12 +10,14 @@ from __future__ import annotations
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from unittest import mock
 
 import hypothesis
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
+from jobs.manifest import lake_filter
 from tests.pipeline.test_lake_manifest import config, dedup, line, write_batch
 
 TTL_DAYS = 2
@@ -69,7 +71,7 @@ def sequence(base: Path, manifest: str, batch_pairs: list[list[Pair]], times: li
     return results
 
 
-@settings(max_examples=2, deadline=None, derandomize=True, database=None,
+@settings(max_examples=1, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(batch_pairs=batches, gap_hours=gaps, redo=redos)
 # Across the TTL: A/a1 expires and is delivered again, B arrives as b1 then b2 (synthetic) after compaction.
@@ -81,7 +83,9 @@ def test_the_lake_decides_as_sqlite_on_any_sequence(
     times = run_times(gap_hours, len(batch_pairs))
     redo = [number for number in redo if number < len(batch_pairs)]
     hypothesis.assume(not (redo and redelivered_after_expiry(batch_pairs, times)))
-    with tempfile.TemporaryDirectory() as base:
+    # Past days' filters of 1 bit: about every other id matches a filter by chance and is looked up, so a filter
+    # that ruled out a delivered id, or a look-up that decided otherwise than a whole read, would show here.
+    with tempfile.TemporaryDirectory() as base, mock.patch.object(lake_filter, "FILTER_BITS", 1):
         lake = sequence(Path(base, "lake"), f"lake:{base}/lake/manifest", batch_pairs, times, redo)
         sqlite = sequence(Path(base, "sqlite"), f"sqlite:{base}/sqlite/manifest.db", batch_pairs, times, redo)
     hypothesis.event(f"{sum(run['by_reason']['duplicates'].get('cross_batch_natural', 0) for run in lake)} cross-batch")

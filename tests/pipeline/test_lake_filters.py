@@ -14,7 +14,6 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from jobs.manifest import lake_filter
 from jobs.manifest.lake import id_halves
 from tests.pipeline.test_lake_integrity import RESTORE, refused
 from tests.pipeline.test_lake_manifest import IDS, commits, config, dedup, line, write_batch
@@ -121,16 +120,3 @@ def test_past_days_are_read_through_their_filters_and_decide_as_read_whole(
     assert dedup(batch, tmp_path / "lake" / "out", "2026-11-04-01-00-00", f"lake:{root}", settings)["content"][
         "duplicates"
     ] == [line("A", "a1")]
-
-
-def test_chance_matches_read_more_and_decide_the_same(
-    spark: SparkSession,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    read_whole: list[dict],  # type: ignore[type-arg]
-) -> None:
-    # Filters of 1 bit: about every other id of the batch matches by chance, in every bucket file it falls in.
-    monkeypatch.setattr(lake_filter, "FILTER_BITS", 1)
-    assert sequence(tmp_path / "lake", f"lake:{tmp_path / 'lake' / 'manifest'}") == read_whole
-    assert commits(tmp_path / "lake" / "manifest")[-1]["segment_filters"] != {}
-    assert manifest_figures(tmp_path / "lake", RUNS[3])["filter_matches"] >= 3

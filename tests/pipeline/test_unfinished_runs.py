@@ -81,10 +81,12 @@ def test_a_killed_run_with_its_ledger_entry_deleted_stops_the_next_run_until_it_
     root, output = tmp_path / "in", tmp_path / "out"
     manifest = f"sqlite:{tmp_path / 'manifest.db'}" if backend == "sqlite" else f"lake:{tmp_path / 'manifest'}"
     write(root / "a.tsv", events(range(0, 10)))
+    settings = tmp_path / "config.json"
+    settings.write_text('{"manifest": {"buckets": 4}}')  # a lake of 4 bucket files a segment, not 64: quicker
 
     def dedup(run_id: str) -> list[str]:
         return ["dedup", "--input", str(root), "--output", str(output), "--run-id", run_id, "--incremental",
-                "--manifest", manifest]  # fmt: skip
+                "--manifest", manifest, "--config", str(settings)]  # fmt: skip
 
     killed([*dedup(RUN_A), "--create"], at_seal=1)  # its 10 pairs are in the manifest, its folder unsealed
     write(root / "b.tsv", events(range(5, 15)))  # 5 events again, 5 new
