@@ -127,6 +127,21 @@ def totals(runs: list[dict[str, Any]], past_keys: int) -> dict[str, Any]:
     }
 
 
+def probe_cost(session: Session, args: argparse.Namespace, daily: list[Path]) -> dict[str, Any]:
+    """The cost of a filter row: the daily run against filtered manifests of `--keys-per-day` and 10 times that,
+    best of 2 rounds each; the slope, in vCPU-ns a filter row (wall seconds times the session's cores)."""
+    sizes: dict[str, Any] = {}
+    for keys_per_day in (args.keys_per_day, args.keys_per_day * 10):
+        seeded = WORK / f"seed-probe-{keys_per_day}"
+        seeded_figures = seed(session, seeded, args.days, keys_per_day, args.buckets, filtered=True)
+        rounds = [run_case(session, seeded, f"probe-{keys_per_day}", "daily", daily)[0] for _ in range(2)]
+        sizes[str(keys_per_day)] = {"filter_rows": seeded_figures["keys"], "seed": seeded_figures,
+                                    "seconds": [r["seconds"] for r in rounds], "manifest": rounds[0]["manifest"]}  # fmt: skip
+    small, large = sizes[str(args.keys_per_day)], sizes[str(args.keys_per_day * 10)]
+    slope = (min(large["seconds"]) - min(small["seconds"])) / (large["filter_rows"] - small["filter_rows"])
+    return {"sizes": sizes, "cores": session.cores, "vcpu_ns_a_filter_row": round(slope * session.cores * 1e9, 1)}
+
+
 def markdown(results: dict[str, Any]) -> str:
     p = results["parameters"]
     lines = [
@@ -138,13 +153,19 @@ def markdown(results: dict[str, Any]) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for design in DESIGNS:
-        for cadence in CADENCES:
+        for cadence in CADENCES if design in results["totals"] else ():
             t = results["totals"][design][cadence]
             lines.append(
                 f"| {design} | {cadence} | {t['runs']} | {t['seconds']} | {t['seconds'] / t['passthrough_seconds']:.1f}x "
                 f"| {t['bytes_read']:,} | {t['past_bytes_per_past_key_per_run']} | {t['files_read']:,} "
                 f"| {t['filter_matches']} | {t['lookup_files_read']} |"
             )
+    if "probe" in results:
+        probe = results["probe"]
+        lines += ["", "| filter rows | daily run s (2 rounds) |", "|---:|---|"]
+        lines += [f"| {size['filter_rows']:,} | {' / '.join(str(t) for t in size['seconds'])} |"
+                  for size in probe["sizes"].values()]  # fmt: skip
+        lines += ["", f"a filter row: {probe['vcpu_ns_a_filter_row']} vCPU-ns ({probe['cores']} cores)"]
     return "\n".join(lines)
 
 
@@ -155,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument("--events", type=int, default=240_000, help="the measured day's events (24 hourly batches)")
     parser.add_argument("--merge", action="store_true", help="print the table from the JSON alone")
+    parser.add_argument("--probe", action="store_true", help="only the cost of a filter row (adds it to the JSON)")
     args = parser.parse_args(argv)
     if args.merge:
         print(markdown(json.loads(RESULTS.read_text())))
@@ -164,6 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     folders = batches(args.events)
     results: dict[str, Any] = {"parameters": vars(args), "machine": f"{os.cpu_count()} cores", "seeds": {},
                                "runs": {}, "totals": {}}  # fmt: skip
+    if args.probe:
+        results = json.loads(RESULTS.read_text()) if RESULTS.exists() else results
+        results["probe"] = probe_cost(session, args, folders["daily"])
+        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+        print(markdown(results))
+        return 0
     for design in DESIGNS:
         seeded = WORK / f"seed-{design}"
         results["seeds"][design] = seed(session, seeded, args.days, args.keys_per_day, args.buckets,

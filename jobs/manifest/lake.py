@@ -62,6 +62,7 @@ from jobs.manifest.lake_filter import (
     FILTER_BITS,
     Filter,
     bucket_of_file,
+    file_buckets,
     filter_matches,
     register_filters,
     write_filter,
@@ -414,16 +415,17 @@ class LakeManifest(Manifest):
     ) -> tuple[dict[str, int], int]:
         """The bucket files of the `filtered` segments whose filter some of `keyed`'s ids match (path -> bytes), and
         how many (id, segment) matches there were."""
-        by_bits: dict[int, list[str]] = {}
+        # One join for all, unless filters of another version (other bits or file count) are live too.
+        by_kind: dict[tuple[int, int], list[str]] = {}
         for name in filtered:
-            if state.filters[name].keys:
-                by_bits.setdefault(state.filters[name].bits, []).append(name)
+            if (made := state.filters[name]).keys:
+                by_kind.setdefault((made.bits, made.file_buckets), []).append(name)
         matches = []
-        for bits, named in sorted(by_bits.items()):  # one join for all, unless a version changed FILTER_BITS
+        for (bits, filter_files), named in sorted(by_kind.items()):
             table = f"winnow_filter_{uuid.uuid4().hex}"
-            register_filters(spark, table, f"{self.root}/{LAKE_FILTERS}", state.buckets, named)
+            register_filters(spark, table, f"{self.root}/{LAKE_FILTERS}", filter_files, named)
             try:
-                matches += filter_matches(spark, keyed, table, state.buckets, bits)
+                matches += filter_matches(spark, keyed, table, state.buckets, bits, filter_files)
             finally:
                 spark.sql(f"DROP TABLE IF EXISTS {table}")
         wanted = {(segment, bucket) for segment, bucket, _ in matches}
@@ -509,7 +511,7 @@ class LakeManifest(Manifest):
             return None
         files = [f"{self._segment_path(name)}/{file}" for file in sorted(segment.file_sizes)]
         if not files:
-            return Filter(FILTER_BITS, 0, 0, 0, {})
+            return Filter(FILTER_BITS, file_buckets(buckets), 0, 0, 0, {})
         entries = spark.read.parquet(*(self._spark_path(file) for file in files))
         path = self._filter_path(name)
         return write_filter(spark, entries, path, self._spark_path(path), buckets)

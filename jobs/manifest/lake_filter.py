@@ -28,6 +28,9 @@ from jobs.fs import store
 FILTER_BITS = 40
 """Bits of the second hash kept a key: a pair matches a bucket file's filter by chance with probability about
 (entries in that file) / 2^FILTER_BITS; each chance match reads one bucket file."""
+ENTRY_BUCKETS_A_FILE = 16
+"""A filter file holds the rows of this many of the entries' buckets: a run reads every live filter file, and
+each costs a request or two, so a day's filter has a sixteenth of the entries' files (at least one)."""
 FILTER_COLUMNS = (("bucket", "INT"), ("h", "BIGINT"))
 _COLUMNS_SQL = ", ".join(f"{name} {kind}" for name, kind in FILTER_COLUMNS)
 # Delta encoding of the sorted hashes: Parquet's V2 pages, and no dictionary (which random values would defeat).
@@ -42,14 +45,16 @@ class Filter:
     """One segment's filter, as a commit records it."""
 
     bits: int
+    file_buckets: int
+    """The filter table's own bucket count (its files): the entries' buckets are spread over them."""
     keys: int
     files: int
     bytes: int
     file_sizes: dict[str, int]
 
     def document(self) -> dict[str, object]:
-        return {"bits": self.bits, "keys": self.keys, "files": self.files, "bytes": self.bytes,
-                "file_sizes": self.file_sizes}  # fmt: skip
+        return {"bits": self.bits, "file_buckets": self.file_buckets, "keys": self.keys, "files": self.files,
+                "bytes": self.bytes, "file_sizes": self.file_sizes}  # fmt: skip
 
     @staticmethod
     def parse(document: dict[str, object]) -> Filter:
@@ -71,39 +76,47 @@ def filter_rows(entries: DataFrame, buckets: int, bits: int) -> DataFrame:
     return entries.select(entry_bucket(buckets).alias("bucket"), filter_hash(bits).alias("h"))
 
 
-def _bucketing(buckets: int) -> str:
-    return f"CLUSTERED BY (bucket) SORTED BY (bucket, h) INTO {buckets} BUCKETS"
+def file_buckets(buckets: int) -> int:
+    """The filter files of a segment of `buckets` buckets."""
+    return max(1, buckets // ENTRY_BUCKETS_A_FILE)
+
+
+def _bucketing(file_buckets: int) -> str:
+    return f"CLUSTERED BY (bucket) SORTED BY (bucket, h) INTO {file_buckets} BUCKETS"
 
 
 def write_filter(spark: SparkSession, entries: DataFrame, folder: str, spark_path: str, buckets: int) -> Filter:
-    """Write the filter of `entries` into `folder` (its Spark path `spark_path`); its record for the commit."""
+    """Write the filter of `entries` (of a manifest of `buckets` buckets) into `folder` (its Spark path
+    `spark_path`), in `file_buckets(buckets)` files; its record for the commit."""
+    files_wanted = file_buckets(buckets)
     store.delete_folder(folder)  # a filter is written for a new segment name only: anything there is a dead try's
     if (local := store.local_path(folder)) is not None:
         os.makedirs(local)
     table = f"winnow_filter_{uuid.uuid4().hex}"
     spark.sql(
-        f"CREATE TABLE {table} ({_COLUMNS_SQL}) USING parquet OPTIONS ({_WRITE_OPTIONS}) {_bucketing(buckets)} "
+        f"CREATE TABLE {table} ({_COLUMNS_SQL}) USING parquet OPTIONS ({_WRITE_OPTIONS}) {_bucketing(files_wanted)} "
         f"LOCATION '{spark_path}'"
     )
     try:
-        filter_rows(entries, buckets, FILTER_BITS).repartition(buckets, "bucket").write.insertInto(table)
+        filter_rows(entries, buckets, FILTER_BITS).repartition(files_wanted, "bucket").write.insertInto(table)
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {table}")
     files = [file for file in store.list_files(folder) if file.path.endswith(".parquet")]
     sizes = {file.path.removeprefix(f"{folder}/"): file.size for file in files}
     keys = spark.read.parquet(*(spark_path_of(file.path) for file in files)).count() if files else 0
-    return Filter(FILTER_BITS, keys, len(files), sum(sizes.values()), sizes)
+    return Filter(FILTER_BITS, files_wanted, keys, len(files), sum(sizes.values()), sizes)
 
 
 def spark_path_of(path: str) -> str:
     return path if store.s3_location(path) is not None else "file://" + path
 
 
-def register_filters(spark: SparkSession, table: str, root: str, buckets: int, segments: list[str]) -> None:
-    """Register the filters of `segments` (under `root`, the manifest's `filters/`) as one bucketed table."""
+def register_filters(spark: SparkSession, table: str, root: str, file_buckets: int, segments: list[str]) -> None:
+    """Register the filters of `segments` (under `root`, the manifest's `filters/`; each of `file_buckets` files)
+    as one bucketed table."""
     spark.sql(
         f"CREATE TABLE {table} ({_COLUMNS_SQL}, segment STRING) USING parquet PARTITIONED BY (segment) "
-        f"{_bucketing(buckets)} LOCATION '{spark_path_of(root)}'"
+        f"{_bucketing(file_buckets)} LOCATION '{spark_path_of(root)}'"
     )
     partitions = " ".join(
         f"PARTITION (segment='{name}') LOCATION '{spark_path_of(f'{root}/segment={name}')}'" for name in segments
@@ -112,14 +125,15 @@ def register_filters(spark: SparkSession, table: str, root: str, buckets: int, s
 
 
 def filter_matches(
-    spark: SparkSession, keyed: DataFrame, table: str, buckets: int, bits: int
+    spark: SparkSession, keyed: DataFrame, table: str, buckets: int, bits: int, file_buckets: int
 ) -> list[tuple[str, int, int]]:
-    """The (segment, bucket, ids) whose filter rows (of `bits` bits) `keyed`'s ids match: one bucketed join; the
-    filters are not shuffled (the join's keys need not all be the filters' bucketing keys)."""
+    """The (segment, bucket, ids) whose filter rows (of `bits` bits, in `file_buckets` files a segment) `keyed`'s
+    ids match: one bucketed join; the filters are not shuffled (the join's keys need not all be the filters'
+    bucketing keys)."""
     # Partitioned by the bucket alone, as the filters are: the join then reads each filter file in its own task.
     hashes = (
         keyed.select(entry_bucket(buckets).alias("bucket"), filter_hash(bits).alias("h"))
-        .repartition(buckets, "bucket")
+        .repartition(file_buckets, "bucket")
         .distinct()
     )
     # The batch's hashes of a bucket are the hash table; the bucket's filter rows stream past it, unsorted.
