@@ -89,7 +89,7 @@ class Steps:
 
 
 def run_logged(command: list[str], log: Path, *, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
-    """Run a command, its output appended to `log`; the output.
+    """Run a command, its output appended to `log`; the output (standard output, then standard error).
 
     Raises:
         RehearsalError: it exited non-zero or ran over COMMAND_TIMEOUT seconds.
@@ -98,16 +98,19 @@ def run_logged(command: list[str], log: Path, *, env: Mapping[str, str] | None =
         out.write(f"$ {shlex.join(command)}\n")
         out.flush()
         try:
-            done = subprocess.run(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, timeout=COMMAND_TIMEOUT, check=False)  # fmt: skip
+            # Apart, not merged: spark-submit copies the Python driver's output to its own in 1 KB pieces, and
+            # merged with the JVM's log lines a probe's long answer line was cut by one of them.
+            done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=COMMAND_TIMEOUT,
+                                  check=False)  # fmt: skip
         except subprocess.TimeoutExpired:
             raise RehearsalError(f"`{shlex.join(command[:3])} …` ran over {COMMAND_TIMEOUT} s", log) from None
-        out.write(done.stdout)
+        output = done.stdout + done.stderr
+        out.write(output)
     if done.returncode != 0:
-        errors = _ERROR_LINE.findall(done.stdout)
+        errors = _ERROR_LINE.findall(output)
         cause = f" ({errors[-1].strip()})" if errors else ""
         raise RehearsalError(f"`{shlex.join(command[:3])} …` exited {done.returncode}{cause}; expected 0", log)
-    return done.stdout
+    return output
 
 
 _ERROR_LINE = re.compile(r"^(?:[\w.]+(?:Error|Exception)|error): .*$", re.MULTILINE)
