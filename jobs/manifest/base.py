@@ -60,7 +60,8 @@ class ManifestStats:
     live_keys: int = 0
     """Lake: entries of the segments that count for the run (what reading every one of them would read)."""
     filter_matches: int = 0
-    """Lake: the batch's ids a past day's filter could not rule out (each a look-up in that day's bucket file)."""
+    """Lake: (id, past day) pairs where the day's filter could not rule the batch's id out (each a look-up in
+    that day's bucket file of the id)."""
     lookup_files_read: int = 0
     """Lake: bucket files of past days read for those look-ups (in `files_read` and `bytes_read`)."""
     files_written: int = 0

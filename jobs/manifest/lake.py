@@ -59,12 +59,15 @@ from jobs.manifest.base import (
     ManifestStats,
 )  # fmt: skip
 from jobs.manifest.lake_filter import (
+    ENTRY_KEYS,
     FILTER_BITS,
     Filter,
     bucket_of_file,
     file_buckets,
     filter_matches,
+    register_by_segment,
     register_filters,
+    spark_path_of,
     write_filter,
 )  # fmt: skip
 from jobs.manifest.lake_integrity import Recorded, data_files, leftovers, verify_segments
@@ -73,7 +76,6 @@ from jobs.manifest.lake_state import FORMAT, VERSION, RunEntries, Segment, State
 DEFAULT_BUCKETS = 64
 COMMITS_KEPT = 100
 """Older commit objects are deleted (each commit holds the whole state; the old ones are history only)."""
-ENTRY_KEYS = ("id_hi", "id_lo")
 _COLUMNS_SQL = ", ".join(f"{name} {kind}" for name, kind in LAKE_COLUMNS)
 
 
@@ -249,9 +251,6 @@ class LakeManifest(Manifest):
     def _filter_path(self, name: str) -> str:
         return f"{self.root}/{LAKE_FILTERS}/segment={name}"
 
-    def _spark_path(self, path: str) -> str:
-        return path if store.s3_location(path) is not None else "file://" + path
-
     def _segment_names(self, prefix: str, under: str = LAKE_SEGMENTS) -> list[str]:
         """Names of the segment folders (committed or not; of filters with `under` LAKE_FILTERS) whose name starts
         with `prefix`."""
@@ -284,7 +283,7 @@ class LakeManifest(Manifest):
         table = f"winnow_lake_{uuid.uuid4().hex}"
         spark.sql(
             f"CREATE TABLE {table} ({_COLUMNS_SQL}) USING parquet OPTIONS (compression 'zstd') {_bucketing(buckets)} "
-            f"LOCATION '{self._spark_path(path)}'"
+            f"LOCATION '{spark_path_of(path)}'"
         )
         try:
             columns = [name for name, _ in LAKE_COLUMNS]
@@ -295,7 +294,7 @@ class LakeManifest(Manifest):
         if not files:  # no entries (every pair of the run was delivered before)
             return Segment(name=name, runs=(), files=0, bytes=0, keys=0, max_ttl=0, file_sizes={})
         # Figures of what was written, from the files (small dictionary-encoded columns, not the entries again).
-        written = spark.read.parquet(*(self._spark_path(file.path) for file in files))
+        written = spark.read.parquet(*(spark_path_of(file.path) for file in files))
         figures = written.agg(F.count(F.lit(1)), F.max("ttl"), F.sort_array(F.collect_set("etl_time"))).first()
         assert figures is not None
         return Segment(
@@ -402,8 +401,8 @@ class LakeManifest(Manifest):
         if lookups:
             looked_up = (
                 spark.read.schema(f"{_COLUMNS_SQL}, segment STRING")
-                .option("basePath", self._spark_path(f"{self.root}/{LAKE_SEGMENTS}"))
-                .parquet(*(self._spark_path(path) for path in lookups))
+                .option("basePath", spark_path_of(f"{self.root}/{LAKE_SEGMENTS}"))
+                .parquet(*(spark_path_of(path) for path in lookups))
                 .where(counts & ~_stale(filtered))
                 .select(*ENTRY_KEYS, F.col("fingerprint").alias("earlier_fp"))
             )
@@ -438,14 +437,7 @@ class LakeManifest(Manifest):
         return files, sum(count for _, _, count in matches)
 
     def _register(self, spark: SparkSession, table: str, buckets: int, segments: dict[str, tuple[int, ...]]) -> None:
-        spark.sql(
-            f"CREATE TABLE {table} ({_COLUMNS_SQL}, segment STRING) USING parquet PARTITIONED BY (segment) "
-            f"{_bucketing(buckets)} LOCATION '{self._spark_path(f'{self.root}/{LAKE_SEGMENTS}')}'"
-        )
-        partitions = " ".join(
-            f"PARTITION (segment='{name}') LOCATION '{self._spark_path(self._segment_path(name))}'" for name in segments
-        )
-        spark.sql(f"ALTER TABLE {table} ADD {partitions}")
+        register_by_segment(spark, table, _COLUMNS_SQL, _bucketing(buckets), f"{self.root}/{LAKE_SEGMENTS}", segments)
 
     def record_run(self, entries: DataFrame, run: ManifestRun, state: State) -> Segment:
         """Write a run's entries as a new segment and commit it as the run's (replacing an earlier attempt's);
@@ -511,10 +503,9 @@ class LakeManifest(Manifest):
             return None
         files = [f"{self._segment_path(name)}/{file}" for file in sorted(segment.file_sizes)]
         if not files:
-            return Filter(FILTER_BITS, file_buckets(buckets), 0, 0, 0, {})
-        entries = spark.read.parquet(*(self._spark_path(file) for file in files))
-        path = self._filter_path(name)
-        return write_filter(spark, entries, path, self._spark_path(path), buckets)
+            return Filter(FILTER_BITS, file_buckets(buckets), 0, {})
+        entries = spark.read.parquet(*(spark_path_of(file) for file in files))
+        return write_filter(entries, segment.keys, self._filter_path(name), buckets)
 
 
 def open_lake(uri: str, buckets: int = DEFAULT_BUCKETS) -> LakeManifest:

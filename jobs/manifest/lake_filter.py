@@ -18,7 +18,9 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -38,6 +40,7 @@ _WRITE_OPTIONS = "compression 'zstd', 'parquet.writer.version' 'v2', 'parquet.en
 _BUCKET_FILE = re.compile(r".*_(\d+)(?:\..*)?$")
 """Spark's own rule for a bucketed table's file names (`part-00000-…_00003.c000.zstd.parquet`: bucket 3)."""
 ENTRY_KEYS = ("id_hi", "id_lo")
+"""An entry's key, the event id's 128 bits: the bucketing of the manifest's segments, and what filters hash."""
 
 
 @dataclass(frozen=True)
@@ -48,17 +51,25 @@ class Filter:
     file_buckets: int
     """The filter table's own bucket count (its files): the entries' buckets are spread over them."""
     keys: int
-    files: int
-    bytes: int
+    """Its rows: one per entry of its segment's files."""
     file_sizes: dict[str, int]
+    """Its data files, by name in its folder, with their sizes."""
+
+    @property
+    def files(self) -> int:
+        return len(self.file_sizes)
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.file_sizes.values())
 
     def document(self) -> dict[str, object]:
-        return {"bits": self.bits, "file_buckets": self.file_buckets, "keys": self.keys, "files": self.files,
-                "bytes": self.bytes, "file_sizes": self.file_sizes}  # fmt: skip
+        return {"bits": self.bits, "file_buckets": self.file_buckets, "keys": self.keys,
+                "file_sizes": self.file_sizes}  # fmt: skip
 
     @staticmethod
-    def parse(document: dict[str, object]) -> Filter:
-        return Filter(**document)  # type: ignore[arg-type]
+    def parse(document: dict[str, Any]) -> Filter:
+        return Filter(document["bits"], document["file_buckets"], document["keys"], document["file_sizes"])
 
 
 def entry_bucket(buckets: int) -> Column:
@@ -85,9 +96,10 @@ def _bucketing(file_buckets: int) -> str:
     return f"CLUSTERED BY (bucket) SORTED BY (bucket, h) INTO {file_buckets} BUCKETS"
 
 
-def write_filter(spark: SparkSession, entries: DataFrame, folder: str, spark_path: str, buckets: int) -> Filter:
-    """Write the filter of `entries` (of a manifest of `buckets` buckets) into `folder` (its Spark path
-    `spark_path`), in `file_buckets(buckets)` files; its record for the commit."""
+def write_filter(entries: DataFrame, keys: int, folder: str, buckets: int) -> Filter:
+    """Write the filter of `entries` (`keys` rows, of a manifest of `buckets` buckets) into `folder`, in
+    `file_buckets(buckets)` files; its record for the commit."""
+    spark = entries.sparkSession
     files_wanted = file_buckets(buckets)
     store.delete_folder(folder)  # a filter is written for a new segment name only: anything there is a dead try's
     if (local := store.local_path(folder)) is not None:
@@ -95,33 +107,40 @@ def write_filter(spark: SparkSession, entries: DataFrame, folder: str, spark_pat
     table = f"winnow_filter_{uuid.uuid4().hex}"
     spark.sql(
         f"CREATE TABLE {table} ({_COLUMNS_SQL}) USING parquet OPTIONS ({_WRITE_OPTIONS}) {_bucketing(files_wanted)} "
-        f"LOCATION '{spark_path}'"
+        f"LOCATION '{spark_path_of(folder)}'"
     )
     try:
         filter_rows(entries, buckets, FILTER_BITS).repartition(files_wanted, "bucket").write.insertInto(table)
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {table}")
-    files = [file for file in store.list_files(folder) if file.path.endswith(".parquet")]
-    sizes = {file.path.removeprefix(f"{folder}/"): file.size for file in files}
-    keys = spark.read.parquet(*(spark_path_of(file.path) for file in files)).count() if files else 0
-    return Filter(FILTER_BITS, files_wanted, keys, len(files), sum(sizes.values()), sizes)
+    sizes = {file.path.removeprefix(f"{folder}/"): file.size for file in store.list_files(folder)
+             if file.path.endswith(".parquet")}  # fmt: skip
+    return Filter(FILTER_BITS, files_wanted, keys, sizes)
 
 
 def spark_path_of(path: str) -> str:
+    """A local or S3 path as Spark reads it."""
     return path if store.s3_location(path) is not None else "file://" + path
 
 
-def register_filters(spark: SparkSession, table: str, root: str, file_buckets: int, segments: list[str]) -> None:
-    """Register the filters of `segments` (under `root`, the manifest's `filters/`; each of `file_buckets` files)
-    as one bucketed table."""
+def register_by_segment(
+    spark: SparkSession, table: str, columns_sql: str, bucketing: str, root: str, segments: Iterable[str]
+) -> None:
+    """Register the folders `root/segment=NAME` of `segments` as one bucketed table with a `segment` column."""
     spark.sql(
-        f"CREATE TABLE {table} ({_COLUMNS_SQL}, segment STRING) USING parquet PARTITIONED BY (segment) "
-        f"{_bucketing(file_buckets)} LOCATION '{spark_path_of(root)}'"
+        f"CREATE TABLE {table} ({columns_sql}, segment STRING) USING parquet PARTITIONED BY (segment) {bucketing} "
+        f"LOCATION '{spark_path_of(root)}'"
     )
     partitions = " ".join(
         f"PARTITION (segment='{name}') LOCATION '{spark_path_of(f'{root}/segment={name}')}'" for name in segments
     )
     spark.sql(f"ALTER TABLE {table} ADD {partitions}")
+
+
+def register_filters(spark: SparkSession, table: str, root: str, file_buckets: int, segments: list[str]) -> None:
+    """Register the filters of `segments` (under `root`, the manifest's `filters/`; each of `file_buckets` files)
+    as one bucketed table."""
+    register_by_segment(spark, table, _COLUMNS_SQL, _bucketing(file_buckets), root, segments)
 
 
 def filter_matches(

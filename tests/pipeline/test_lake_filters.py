@@ -88,26 +88,24 @@ def test_past_days_are_read_through_their_filters_and_decide_as_read_whole(
     day_1 = next(s for s in state["segments"] if s["name"].startswith("day-2026-11-01"))
     day_2 = next(s for s in state["segments"] if s["name"].startswith(RUNS[2]))
     assert sorted(state["segment_filters"]) == sorted([day_1["name"], day_2["name"]])
-    # 4 buckets of entries, 16 to a filter file: one file a day.
-    record = {
-        k: v
-        for k, v in state["segment_filters"][day_1["name"]].items()
-        if k in ("bits", "file_buckets", "keys", "files")
-    }
-    assert record == {"bits": 40, "file_buckets": 1, "keys": 5, "files": 1}
+    # 4 buckets of entries, 16 to a filter file: one file a day, a row for each of the day's 5 entries.
+    filter_record = state["segment_filters"][day_1["name"]]
+    assert {k: filter_record[k] for k in ("bits", "file_buckets", "keys")} == {"bits": 40, "file_buckets": 1, "keys": 5}
+    assert len(filter_record["file_sizes"]) == 1
+    assert spark.read.parquet(str(root / "filters" / f"segment={day_1['name']}")).count() == 5
 
     # Run 4 read Nov 2 whole (1 entry), Nov 1 through its filter (5 filter rows), and exact entries only from the
     # bucket files of Nov 1 that hold A, B or D (F is no Nov 1 id: a chance match of 40 bits is ~5e-12 here).
     figures = manifest_figures(tmp_path / "lake", RUNS[3])
     day_1_files = state["segment_files"][day_1["name"]]
     read = files_holding(spark, root / "segments" / f"segment={day_1['name']}", "ABD")
-    filter_record = state["segment_filters"][day_1["name"]]
+    filter_bytes = sum(filter_record["file_sizes"].values())
     assert figures["live_keys"] == 6
     assert figures["keys_read"] == 1 + 5
     assert figures["filter_matches"] == 3
     assert figures["lookup_files_read"] == len(read)
-    assert figures["files_read"] == day_2["files"] + filter_record["files"] + len(read)
-    assert figures["bytes_read"] == day_2["bytes"] + filter_record["bytes"] + sum(day_1_files[f] for f in read)
+    assert figures["files_read"] == day_2["files"] + 1 + len(read)
+    assert figures["bytes_read"] == day_2["bytes"] + filter_bytes + sum(day_1_files[f] for f in read)
 
     # A filter file that lost bytes would rule out ids it holds: the run stops before it reads or writes.
     (damaged, size), *_ = sorted(filter_record["file_sizes"].items())
