@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import shutil
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,66 +91,70 @@ def summary_of(output: Path, run_id: str) -> dict:  # type: ignore[type-arg]
     return json.loads((output / f"run={run_id}" / "summary.json").read_text())  # type: ignore[no-any-return]
 
 
-def two_runs(batches: tuple[Path, Path], output: Path, manifest: str, *extra: str) -> dict[str, list[str]]:
-    assert dedup(batches[0], output, RUN_1, manifest, "--create", *extra) == 0
-    assert run_folder_content(output / f"run={RUN_1}")["good"] == sorted(BATCH_1)
-    assert dedup(batches[1], output, RUN_2, manifest, *extra) == 0
-    return run_folder_content(output / f"run={RUN_2}")
+@pytest.fixture(scope="module")
+def run_1_manifest(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run 1 done once on a SQLite manifest: the .db it leaves, for tests to copy and go on from, never to change."""
+    root = tmp_path_factory.mktemp("run-1")
+    (root / "batch=1").mkdir()
+    (root / "batch=1" / "part-0.tsv").write_text("\n".join(BATCH_1) + "\n")
+    assert dedup(root / "batch=1", root / "out", RUN_1, f"sqlite:{root / 'manifest.db'}", "--create") == 0
+    assert run_folder_content(root / "out" / f"run={RUN_1}")["good"] == sorted(BATCH_1)
+    return root / "manifest.db"
 
 
-def test_throttling_is_retried_and_changes_nothing(
-    spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path, dynamodb: str, faults: Faults
-) -> None:
-    faults.throttle_every = 3
-    assert two_runs(batches, tmp_path / "out", dynamodb) == EXPECTED_RUN_2
-    manifest = summary_of(tmp_path / "out", RUN_2)["manifest"]
-    assert faults.throttled > 0
-    assert manifest["throttles"] > 0 and manifest["retries"] >= manifest["throttles"]
-    assert (manifest["puts"], manifest["conditional_failures"]) == (7, 2)
+def run_2_after_run_1(run_1_manifest: Path, batch: Path, tmp_path: Path, *extra: str) -> dict[str, list[str]]:
+    """Run 2 on a copy of run 1's manifest (the .db alone), to tmp_path/out; what it wrote."""
+    manifest = tmp_path / "manifest.db"
+    shutil.copyfile(run_1_manifest, manifest)
+    assert dedup(batch, tmp_path / "out", RUN_2, f"sqlite:{manifest}", *extra) == 0
+    return run_folder_content(tmp_path / "out" / f"run={RUN_2}")
 
 
-def test_a_run_that_fails_midway_is_completed_by_a_rerun(
-    spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path, dynamodb: str, faults: Faults
-) -> None:
-    out = tmp_path / "out"
-    assert dedup(batches[0], out, RUN_1, dynamodb, "--create") == 0
-    faults.puts, faults.fail_after = 0, 3  # three puts of run 2 land, then a task fails
-    assert dedup(batches[1], out, RUN_2, dynamodb) == 1
-    assert faults.failed == 1
-    assert not (out / f"run={RUN_2}" / "_SUCCESS").exists()
-    assert dedup(batches[1], out, RUN_2, dynamodb) == 0
-    assert run_folder_content(out / f"run={RUN_2}") == EXPECTED_RUN_2
-
-
-def test_throttling_past_the_patience_stops_the_run_with_one_line(
+def test_a_failed_run_is_completed_by_a_rerun_that_throttling_slows_and_does_not_change(
     spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path, dynamodb: str, faults: Faults,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     out = tmp_path / "out"
     assert dedup(batches[0], out, RUN_1, dynamodb, "--create") == 0
-    faults.throttle_every = 1  # every put throttled, for good
+    assert run_folder_content(out / f"run={RUN_1}")["good"] == sorted(BATCH_1)
+
+    # A task fails midway: three puts of run 2 land, then one gets an error that is not retried.
+    faults.puts, faults.fail_after = 0, 3
+    assert dedup(batches[1], out, RUN_2, dynamodb) == 1
+    assert faults.failed == 1
+    assert not (out / f"run={RUN_2}" / "_SUCCESS").exists()
+
+    # Every put throttled, for good: past the patience the run stops with one line.
+    faults.throttle_every = 1
     config = tmp_path / "impatient.json"
-    config.write_text('{"manifest": {"max_attempts": 2, "throttle_patience_seconds": 2}}')
+    config.write_text('{"manifest": {"max_attempts": 2, "throttle_patience_seconds": 1, "concurrency": 1}}')
     capsys.readouterr()
     assert dedup(batches[1], out, RUN_2, dynamodb, "--config", str(config)) == 1
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert re.fullmatch(
         rf"error: dedup run {RUN_2} failed, no _SUCCESS written: ManifestThrottledError: manifest table "
-        r"events-manifest: a put_item was throttled for [0-9]+ s \(manifest.throttle_patience_seconds: 2\); nothing "
+        r"events-manifest: a put_item was throttled for [0-9]+ s \(manifest.throttle_patience_seconds: 1\); nothing "
         r"is lost: rerun with the same run id, with more table capacity or a lower manifest.concurrency "
         r"\(run with --debug for the traceback\)",
         line,
     ), line
     assert not (out / f"run={RUN_2}" / "_SUCCESS").exists()
-    faults.throttle_every = 0
+
+    # The rerun, its puts throttled now and then: retried, and the folder an untroubled run gives. It passes the
+    # puts its failed attempts landed (its own writes): the same figures as a first run 2.
+    faults.puts, faults.throttled, faults.throttle_every = 0, 0, 7
     assert dedup(batches[1], out, RUN_2, dynamodb) == 0
     assert run_folder_content(out / f"run={RUN_2}") == EXPECTED_RUN_2
+    manifest = summary_of(out, RUN_2)["manifest"]
+    assert faults.throttled > 0
+    assert manifest["throttles"] > 0 and manifest["retries"] >= manifest["throttles"]
+    assert (manifest["puts"], manifest["conditional_failures"]) == (7, 2)
 
 
 def test_keep_first_drops_a_later_batchs_synthetic_copy(
-    spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path
+    spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path, run_1_manifest: Path
 ) -> None:
-    content = two_runs(batches, tmp_path / "out", f"sqlite:{tmp_path / 'm.db'}", "--synthetic", "keep-first")
+    content = run_2_after_run_1(run_1_manifest, batches[1], tmp_path, "--synthetic", "keep-first")
     # b2 and c2 lose to run 1's copies; e1 beats e2 (same etl and collector time: the smaller line).
     assert content["good"] == sorted([BATCH_2["d1"], min(BATCH_2["e1"], BATCH_2["e2"])])
     summary = summary_of(tmp_path / "out", RUN_2)
@@ -157,16 +164,29 @@ def test_keep_first_drops_a_later_batchs_synthetic_copy(
 
 
 def test_cross_batch_synthetic_detection_can_be_switched_off(
-    spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path
+    spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path, run_1_manifest: Path
 ) -> None:
     config = tmp_path / "no-synthetic.json"
     config.write_text('{"manifest": {"cross_batch_synthetic": false}}')
-    content = two_runs(batches, tmp_path / "out", f"sqlite:{tmp_path / 'm.db'}", "--config", str(config))
+    content = run_2_after_run_1(run_1_manifest, batches[1], tmp_path, "--config", str(config))
     # Snowplow's behaviour: a later batch's other fingerprint is accepted unchanged.
     assert content["good"] == sorted(
         [BATCH_2["b2"], BATCH_2["c2"], BATCH_2["d1"], reidentified(BATCH_2["e1"]), reidentified(BATCH_2["e2"])]
     )
     assert summary_of(tmp_path / "out", RUN_2)["manifest"]["queries"] == 0
+
+    # After a run the SQLite manifest is one self-contained file: the .db alone, as README names it (run 2 went on
+    # from a copy of run 1's), holds every pair, each with its earliest delivery.
+    copy = tmp_path / "copy" / "manifest.db"
+    copy.parent.mkdir()
+    shutil.copyfile(tmp_path / "manifest.db", copy)
+    with contextlib.closing(sqlite3.connect(copy)) as db:
+        rows = sorted(db.execute("SELECT event_id, fingerprint, etl_time FROM events_manifest"))
+    etl_1, etl_2 = 1_795_230_000, 1_795_316_400  # 2026-11-21 and 2026-11-22 03:00:00 UTC
+    assert rows == [
+        (IDS["A"], "a1", etl_1), (IDS["B"], "b1", etl_1), (IDS["B"], "b2", etl_2), (IDS["C"], "c1", etl_1),
+        (IDS["C"], "c2", etl_2), (IDS["D"], "d1", etl_2), (IDS["E"], "e1", etl_2), (IDS["E"], "e2", etl_2),
+    ]  # fmt: skip
 
 
 def test_a_manifest_that_is_not_there_stops_the_run_before_it_starts(
@@ -207,11 +227,20 @@ def manifest_uri(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: py
         yield "dynamodb://events-manifest"
 
 
-def test_a_manifest_finds_cross_batch_copies_and_any_run_can_be_redone(
+def test_a_manifest_finds_cross_batch_copies_and_runs_can_be_done_in_any_order(
     spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path, manifest_uri: str
 ) -> None:
     out = tmp_path / "out"
-    assert two_runs(batches, out, manifest_uri) == EXPECTED_RUN_2
+    alone = {"good": sorted(BATCH_1), "bad": [], "duplicates": [], "quarantine": []}
+    assert dedup(batches[1], out, RUN_2, manifest_uri, "--create") == 0  # the later run first
+    assert dedup(batches[0], out, RUN_1, manifest_uri) == 0
+    # Run 1 gives what it gives alone: nothing of run 2 counts for it.
+    assert run_folder_content(out / f"run={RUN_1}") == alone
+
+    # Redoing run 2 now that run 1 is recorded gives the in-order result: run 1's puts of the pairs run 2 had
+    # recorded first took them over (the earliest delivery), and run 2 passes its own writes.
+    assert dedup(batches[1], out, RUN_2, manifest_uri) == 0
+    assert run_folder_content(out / f"run={RUN_2}") == EXPECTED_RUN_2
     summary = summary_of(out, RUN_2)
     assert summary["by_reason"]["duplicates"] == {"cross_batch_natural": 2, "in_batch_natural": 1}
     assert summary["synthetic"] == {
@@ -224,47 +253,14 @@ def test_a_manifest_finds_cross_batch_copies_and_any_run_can_be_redone(
         "dropped": 0,
         "by_reason": {"in_batch_synthetic": 2, "cross_batch_synthetic": 2},
     }
-    # One put per distinct (event_id, fingerprint) after in-batch dedup, one look-up per event id.
+    # One put per distinct (event_id, fingerprint) after in-batch dedup, one look-up per event id; run 1's two
+    # pairs fail the put's condition, run 2's own pass it.
     manifest_figures = {k: summary["manifest"][k] for k in ("puts", "queries", "conditional_failures", "requests")}
     assert manifest_figures == {"puts": 7, "queries": 5, "conditional_failures": 2, "requests": 12}
 
-    # A rerun of run 2 with its run id passes its own writes and gives the same folder.
-    assert dedup(batches[1], out, RUN_2, manifest_uri) == 0
-    assert run_folder_content(out / f"run={RUN_2}") == EXPECTED_RUN_2
-    first_run_1 = run_folder_content(out / f"run={RUN_1}")
-    # Run 2 recorded B and C with other fingerprints: they are later, so redoing run 1 must not see them.
+    # Run 2 recorded B and C with other fingerprints: they are later, so redoing run 1 (its own writes there too)
+    # must not see them; redoing run 2 after it gives the same folder again.
     assert dedup(batches[0], out, RUN_1, manifest_uri) == 0
-    assert run_folder_content(out / f"run={RUN_1}") == first_run_1
+    assert run_folder_content(out / f"run={RUN_1}") == alone
     assert dedup(batches[1], out, RUN_2, manifest_uri) == 0
     assert run_folder_content(out / f"run={RUN_2}") == EXPECTED_RUN_2
-
-
-def test_runs_done_out_of_order_depend_only_on_earlier_runs(
-    spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path, manifest_uri: str
-) -> None:
-    out = tmp_path / "out"
-    assert dedup(batches[1], out, RUN_2, manifest_uri, "--create") == 0  # the later run first
-    assert dedup(batches[0], out, RUN_1, manifest_uri) == 0
-    # Run 1 gives what it gives alone: nothing of run 2 counts for it.
-    assert run_folder_content(out / f"run={RUN_1}") == {"good": sorted(BATCH_1), "bad": [], "duplicates": [],
-                                                        "quarantine": []}  # fmt: skip
-    # Redoing run 2 now that run 1 is recorded gives the in-order result.
-    assert dedup(batches[1], out, RUN_2, manifest_uri) == 0
-    assert run_folder_content(out / f"run={RUN_2}") == EXPECTED_RUN_2
-
-
-def test_the_sqlite_manifest_is_one_self_contained_file_after_a_run(
-    spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path
-) -> None:
-    import shutil
-    import sqlite3
-
-    manifest = tmp_path / "manifest.db"
-    assert dedup(batches[0], tmp_path / "out", RUN_1, f"sqlite:{manifest}", "--create") == 0
-    copy = tmp_path / "copy" / "manifest.db"
-    copy.parent.mkdir()
-    shutil.copyfile(manifest, copy)  # the .db alone, as README names it
-    with sqlite3.connect(copy) as db:
-        rows = sorted(db.execute("SELECT event_id, fingerprint, etl_time FROM events_manifest"))
-    etl = 1_795_230_000  # 2026-11-21 03:00:00 UTC
-    assert rows == [(IDS["A"], "a1", etl), (IDS["B"], "b1", etl), (IDS["C"], "c1", etl)]

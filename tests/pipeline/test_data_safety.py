@@ -7,6 +7,7 @@ import contextlib
 import gzip
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -55,6 +56,22 @@ def wait_for(path: Path, process: subprocess.Popen[str], seconds: float = 180) -
             raise AssertionError(f"the first writer ended early: {process.communicate()}")
         assert time.monotonic() < deadline, f"{path} did not appear within {seconds} s"
         time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def completed(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A dedup run and a shred run of `LINES`, each done once: output folders for tests to copy, never to change."""
+    root = tmp_path_factory.mktemp("completed")
+    source = write_input(root / "in")
+    for job in ("dedup", "shred"):
+        assert main([job, "--input", str(source), "--output", str(root / job), "--run-id", RUN_ID]) == 0
+    return {job: root / job for job in ("dedup", "shred")}
+
+
+def copy_of(output: Path, to: Path) -> Path:
+    """A copy of a completed run's output folder (its run folder with _SUCCESS, the released lease's folder)."""
+    shutil.copytree(output, to)
+    return to
 
 
 # 1. Two writers of one run folder.
@@ -219,7 +236,7 @@ def test_the_report_is_not_written_into_its_input(
 
 
 def test_a_run_folder_holding_anything_else_is_not_replaced(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], completed: dict[str, Path]
 ) -> None:
     source, output = write_input(tmp_path / "in"), tmp_path / "out"
     precious = output / f"run={RUN_ID}" / "warehouse.parquet"
@@ -229,8 +246,8 @@ def test_a_run_folder_holding_anything_else_is_not_replaced(
     assert "holds warehouse.parquet, which a dedup run does not write; it is not replaced" in capsys.readouterr().err
     assert precious.read_text() == "keep me"
     # A shred run folder is not replaced by a dedup run either.
-    precious.unlink()
-    assert main(["shred", "--input", str(source), "--output", str(output), "--run-id", RUN_ID]) == 0
+    shutil.rmtree(output)
+    copy_of(completed["shred"], output)
     assert main(["dedup", "--input", str(source), "--output", str(output), "--run-id", RUN_ID]) == 2
     assert "holds a shred run, not a dedup run" in capsys.readouterr().err
     assert (output / f"run={RUN_ID}" / "output=good").is_dir()
@@ -258,15 +275,20 @@ def manifest_entries(database: Path) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("job,manifest", [("dedup", False), ("dedup", True), ("shred", False)])
 def test_a_truncated_gzip_stops_the_run_before_it_writes_naming_the_file(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str, manifest: bool
-) -> None:
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str, manifest: bool,
+    completed: dict[str, Path],
+) -> None:  # fmt: skip
     _, truncated = gzip_input(tmp_path / "in")
     output, database = tmp_path / "out", tmp_path / "manifest.db"
     options = ["--manifest", f"sqlite:{database}"] if manifest else []
     argv = [job, "--input", str(tmp_path / "in"), "--output", str(output), "--run-id", RUN_ID, *options]
-    write_input(tmp_path / "earlier")  # an earlier complete attempt of the run stays in place
-    earlier_argv = [job, "--input", str(tmp_path / "earlier"), "--output", str(output), "--run-id", RUN_ID, *options]
-    assert main([*earlier_argv, *(["--create"] if manifest else [])]) == 0
+    # An earlier complete attempt of the run stays in place (with a manifest, one that recorded its events).
+    if manifest:
+        write_input(tmp_path / "earlier")
+        earlier_argv = [job, "--input", str(tmp_path / "earlier"), "--output", str(output), "--run-id", RUN_ID]
+        assert main([*earlier_argv, *options, "--create"]) == 0
+    else:
+        copy_of(completed[job], output)
     earlier = sorted(str(path.relative_to(output)) for path in output.rglob("*"))
     recorded = manifest_entries(database) if manifest else []
     assert len(recorded) == (3 if manifest else 0)
@@ -340,11 +362,10 @@ def test_a_file_arriving_after_the_listing_is_neither_read_nor_counted(spark: Sp
 
 
 def test_a_rerun_removes_success_before_anything_else(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, completed: dict[str, Path]
 ) -> None:
-    source, output = write_input(tmp_path / "in"), tmp_path / "out"
+    source, output = write_input(tmp_path / "in"), copy_of(completed["dedup"], tmp_path / "out")
     argv = ["dedup", "--input", str(source), "--output", str(output), "--run-id", RUN_ID]
-    assert main(argv) == 0
     first = run_folder_content(output / f"run={RUN_ID}")
     deleted: list[str] = []
     delete = FileSystem.delete
@@ -363,10 +384,10 @@ def test_a_rerun_removes_success_before_anything_else(
 # 8. shred given a dedup run folder.
 
 
-def test_shred_of_a_dedup_run_folder_reads_its_good_only(spark: SparkSession, tmp_path: Path) -> None:
-    source, deduplicated = write_input(tmp_path / "in"), tmp_path / "dedup"
-    assert main(["dedup", "--input", str(source), "--output", str(deduplicated), "--run-id", RUN_ID]) == 0
-    run = deduplicated / f"run={RUN_ID}"
+def test_shred_of_a_dedup_run_folder_reads_its_good_only(
+    spark: SparkSession, tmp_path: Path, completed: dict[str, Path]
+) -> None:
+    run = completed["dedup"] / f"run={RUN_ID}"
     assert read_lines(run / "duplicates") and read_lines(run / "bad")  # there is something not to shred
     assert main(["shred", "--input", str(run), "--output", str(tmp_path / "a"), "--run-id", RUN_ID]) == 0
     assert main(["shred", "--input", str(run / "good"), "--output", str(tmp_path / "b"), "--run-id", RUN_ID]) == 0
@@ -377,10 +398,9 @@ def test_shred_of_a_dedup_run_folder_reads_its_good_only(spark: SparkSession, tm
 
 
 def test_shred_refuses_an_incomplete_dedup_run_and_a_folder_of_runs(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], completed: dict[str, Path]
 ) -> None:
-    source, deduplicated = write_input(tmp_path / "in"), tmp_path / "dedup"
-    assert main(["dedup", "--input", str(source), "--output", str(deduplicated), "--run-id", RUN_ID]) == 0
+    deduplicated = copy_of(completed["dedup"], tmp_path / "dedup")
     shred = ["shred", "--output", str(tmp_path / "s"), "--run-id", RUN_ID, "--input"]
     assert main([*shred, str(deduplicated)]) == 2
     assert f"error: --input: {deduplicated} holds run folders (run={RUN_ID})" in capsys.readouterr().err

@@ -88,15 +88,23 @@ def test_without_expiry_first_in_file_order_wins_with_composite_key(spark: Spark
 
 
 def test_bad_records_go_to_error_with_their_reason(spark: SparkSession, tmp_path: Path) -> None:
-    data = write_csv(tmp_path / "in" / "a.csv", "id,t", ["a,1", ",2", "b,", "c,abc", "d,4"])
-    summary = keyed(spark, tmp_path, data, expiry_key="t", expiry_period="10")
+    too_large = "9" * 41  # a number, but too large for the expiry: out of range, not "not a number"
+    data = write_csv(tmp_path / "in" / "a.csv", "id,t", ["a,1", ",2", "b,", "c,abc", "d,4", f"e,{too_large}"])
+    summary = keyed(spark, tmp_path, data.parent, expiry_key="t", expiry_period="10")
+    out_of_range = "expiry field 't' is out of range; allowed: at most 32 digits before the decimal point"
     assert rows(spark, tmp_path, "error") == [
         ("", "2", "key field 'id' is missing or null", ""),
         ("b", "", "expiry field 't' is missing or null", ""),
         ("c", "abc", "expiry field 't' is not a number", ""),
+        ("e", too_large, out_of_range, ""),
     ]
-    assert summary["counts"] == {"input": 5, "unique": 2, "duplicate": 0, "expired": 0, "error": 3}
-    assert summary["errors_by_reason"]["expiry field 't' is not a number"] == 1
+    assert summary["counts"] == {"input": 6, "unique": 2, "duplicate": 0, "expired": 0, "error": 4}
+    assert summary["errors_by_reason"] == {
+        "key field 'id' is missing or null": 1,
+        "expiry field 't' is missing or null": 1,
+        "expiry field 't' is not a number": 1,
+        out_of_range: 1,
+    }
 
 
 def test_timestamp_expiry_with_a_duration(spark: SparkSession, tmp_path: Path) -> None:
@@ -161,22 +169,26 @@ def test_jsonl_lines_are_written_back_unchanged(spark: SparkSession, tmp_path: P
     data = tmp_path / "in" / "a.jsonl"
     data.parent.mkdir()
     lines = ['{"id": 1, "n": {"x": 1}}', '{"id":1,"n":2}', '{"id": null}', "not json", '{"other": 3}', '{"id": "2"}']
-    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # A record that repeats a key is an error, at the top (the key field or another) or in an inner object.
+    repeats = ['{"id":"a","id":"b"}', '{"id":"b"}', '{"id":"c","n":{"x":1,"x":2}}']
+    data.write_text("\n".join(lines + repeats) + "\n", encoding="utf-8")
     summary = keyed(spark, tmp_path, data, fmt="jsonl")
     out = tmp_path / "out" / f"run={RUN1}"
 
     def read(outcome: str) -> list[str]:
         return sorted(line for p in (out / outcome).glob("part-*") for line in p.read_text().splitlines())
 
-    assert read("unique") == sorted([lines[0], lines[5]])
+    assert read("unique") == sorted([lines[0], lines[5], repeats[1]])
     assert read("duplicate") == [lines[1]]
-    errors = sorted((json.loads(line) for line in read("error")), key=lambda e: e["line"])
+    errors = sorted((json.loads(line) for line in read("error")), key=lambda e: str(e["line"]))
     assert errors == sorted([
         {"line": lines[2], "error": "key field 'id' is missing or null"},
         {"line": "not json", "error": "not a JSON object"},
         {"line": lines[4], "error": "key field 'id' is missing or null"},
+        {"line": repeats[0], "error": "a key appears more than once"},
+        {"line": repeats[2], "error": "not valid JSON, or an inner object repeats a key"},
     ], key=lambda e: e["line"])  # fmt: skip
-    assert summary["counts"]["input"] == 6
+    assert summary["counts"]["input"] == 9
 
 
 def test_parquet_in_parquet_out(spark: SparkSession, tmp_path: Path) -> None:
@@ -272,17 +284,7 @@ def test_bad_input_errors(spark: SparkSession, tmp_path: Path) -> None:
         keyed(spark, tmp_path, data, RUN2, key="t")
 
 
-def test_command_line(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    data = write_csv(tmp_path / "in" / "a.csv", "id", ["a", "a"])
-    args = ["keyed", "--input", str(data), "--output", str(tmp_path / "out"), "--format", "csv", "--key", "id",
-            "--state", str(tmp_path / "state"), "--run-id", RUN1]  # fmt: skip
-    assert main(args) == 0
-    assert "duplicate" in capsys.readouterr().out
-    assert main([*args[:5], "--format", "tsv", *args[7:]]) == 2
-    assert "--format: given 'tsv'" in capsys.readouterr().err
-
-
-def test_output_state_and_input_are_apart_and_the_state_has_one_writer(
+def test_command_line_keeps_output_state_and_input_apart_and_the_state_has_one_writer(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = write_csv(tmp_path / "in" / "a.csv", "id", ["a", "a"])
@@ -305,7 +307,10 @@ def test_output_state_and_input_are_apart_and_the_state_has_one_writer(
     )
     lease.unlink()
     assert main([*base, "--output", str(tmp_path / "out"), "--state", str(tmp_path / "state")]) == 0
+    assert "duplicate" in capsys.readouterr().out
     assert not lease.exists()
+    assert main([*base[:4], "tsv", *base[5:], "--output", str(tmp_path / "o"), "--state", str(tmp_path / "s")]) == 2
+    assert "--format: given 'tsv'" in capsys.readouterr().err
 
 
 def output_lines(tmp_path: Path, outcome: str) -> list[str]:
@@ -324,32 +329,3 @@ def test_csv_records_are_written_as_read_and_rows_of_another_width_are_errors(
     # The row as read is kept beside the reason (`_line`): a long row's extra field is not lost.
     assert output_lines(tmp_path, "error") == sorted([f'd,4,{wrong},"d,4,extra"', f"e,,{wrong},e"])
     assert summary["counts"] == {"input": 7, "unique": 5, "duplicate": 0, "expired": 0, "error": 2}
-
-
-def test_a_number_too_large_for_the_expiry_is_out_of_range_not_not_a_number(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    data = write_csv(tmp_path / "in" / "a.csv", "id,t", ["a,1", "b," + "9" * 41, "c,x"])
-    summary = keyed(spark, tmp_path, data.parent, expiry_key="t", expiry_period="10")
-    assert summary["errors_by_reason"] == {
-        "expiry field 't' is not a number": 1,
-        "expiry field 't' is out of range; allowed: at most 32 digits before the decimal point": 1,
-    }
-
-
-def test_a_json_record_that_repeats_a_key_is_an_error(spark: SparkSession, tmp_path: Path) -> None:
-    data = tmp_path / "in" / "a.jsonl"
-    data.parent.mkdir()
-    lines = ['{"id":"a","id":"b"}', '{"id":"b"}', '{"id":"c","n":{"x":1,"x":2}}']
-    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    keyed(spark, tmp_path, data, fmt="jsonl")
-    out = tmp_path / "out" / f"run={RUN1}"
-    errors = sorted(
-        (json.loads(line) for p in (out / "error").glob("part-*") for line in p.read_text().splitlines()),
-        key=lambda e: str(e["line"]),
-    )
-    assert errors == sorted(
-        [{"line": lines[0], "error": "a key appears more than once"},
-         {"line": lines[2], "error": "not valid JSON, or an inner object repeats a key"}],
-        key=lambda e: e["line"],
-    )  # fmt: skip
