@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -127,19 +128,67 @@ def totals(runs: list[dict[str, Any]], past_keys: int) -> dict[str, Any]:
     }
 
 
+def scan_seconds(session: Session, seeded: Path) -> list[float]:
+    """Decoding the filters' hashes alone (a scan of their files, no join), 3 rounds: what any run must pay to read
+    them in Spark."""
+    from pyspark.sql import functions as F
+
+    from jobs.contract import LAKE_FILTERS
+
+    rounds = []
+    for _ in range(3):
+        start = time.perf_counter()
+        session.spark.read.parquet(str(seeded / LAKE_FILTERS)).agg(F.max(F.array_max("hashes"))).collect()
+        rounds.append(round(time.perf_counter() - start, 3))
+    return rounds
+
+
+def join_seconds(session: Session, seeded: Path, ids: int) -> list[float]:
+    """The filters' join alone (`lake_filter.filter_matches`) of `ids` new ids with every filter of the manifest
+    `seeded`, 3 rounds: a run's filter term without the rest of the run."""
+    from jobs.contract import LAKE_FILTERS
+    from jobs.manifest import open_manifest
+    from jobs.manifest.lake_filter import filter_matches, register_filters
+
+    state = open_manifest(f"lake:{seeded}").state()  # type: ignore[attr-defined]
+    kind = next(iter(state.filters.values()))
+    batch = lake_entries(session.spark, ids, 99, 0, 0).select("id_hi", "id_lo").cache()
+    batch.count()
+    table = f"bench_filters_{uuid.uuid4().hex}"
+    register_filters(session.spark, table, str(seeded / LAKE_FILTERS), kind.file_buckets, sorted(state.filters))
+    rounds = []
+    try:
+        for _ in range(3):
+            start = time.perf_counter()
+            filter_matches(session.spark, batch, table, state.buckets, kind)
+            rounds.append(round(time.perf_counter() - start, 3))
+    finally:
+        session.spark.sql(f"DROP TABLE {table}")
+        batch.unpersist()
+    return rounds
+
+
 def probe_cost(session: Session, args: argparse.Namespace, daily: list[Path]) -> dict[str, Any]:
-    """The cost of a filter row: the daily run against filtered manifests of `--keys-per-day` and 10 times that,
-    best of 2 rounds each; the slope, in vCPU-ns a filter row (wall seconds times the session's cores)."""
+    """The cost of a filter key: the daily run against filtered manifests of `--keys-per-day` and 10 times that,
+    best of 2 rounds each; the slope, in vCPU-ns a filter key (wall seconds times the session's cores); and the
+    same slope of a scan of the filters alone (the floor: decoding the hashes)."""
     sizes: dict[str, Any] = {}
     for keys_per_day in (args.keys_per_day, args.keys_per_day * 10):
         seeded = WORK / f"seed-probe-{keys_per_day}"
         seeded_figures = seed(session, seeded, args.days, keys_per_day, args.buckets, filtered=True)
         rounds = [run_case(session, seeded, f"probe-{keys_per_day}", "daily", daily)[0] for _ in range(2)]
-        sizes[str(keys_per_day)] = {"filter_rows": seeded_figures["keys"], "seed": seeded_figures,
-                                    "seconds": [r["seconds"] for r in rounds], "manifest": rounds[0]["manifest"]}  # fmt: skip
+        sizes[str(keys_per_day)] = {"filter_keys": seeded_figures["keys"], "seed": seeded_figures,
+                                    "seconds": [r["seconds"] for r in rounds], "manifest": rounds[0]["manifest"],
+                                    "scan_seconds": scan_seconds(session, seeded),
+                                    "join_seconds": join_seconds(session, seeded, args.events)}  # fmt: skip
     small, large = sizes[str(args.keys_per_day)], sizes[str(args.keys_per_day * 10)]
-    slope = (min(large["seconds"]) - min(small["seconds"])) / (large["filter_rows"] - small["filter_rows"])
-    return {"sizes": sizes, "cores": session.cores, "vcpu_ns_a_filter_row": round(slope * session.cores * 1e9, 1)}
+    keys = large["filter_keys"] - small["filter_keys"]
+    slope = (min(large["seconds"]) - min(small["seconds"])) / keys
+    scan_slope = (min(large["scan_seconds"]) - min(small["scan_seconds"])) / keys
+    join_slope = (min(large["join_seconds"]) - min(small["join_seconds"])) / keys
+    return {"sizes": sizes, "cores": session.cores, "vcpu_ns_a_filter_key": round(slope * session.cores * 1e9, 1),
+            "vcpu_ns_a_filter_key_joined": round(join_slope * session.cores * 1e9, 1),
+            "vcpu_ns_a_filter_key_scanned": round(scan_slope * session.cores * 1e9, 1)}  # fmt: skip
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -162,10 +211,14 @@ def markdown(results: dict[str, Any]) -> str:
             )
     if "probe" in results:
         probe = results["probe"]
-        lines += ["", "| filter rows | daily run s (2 rounds) |", "|---:|---|"]
-        lines += [f"| {size['filter_rows']:,} | {' / '.join(str(t) for t in size['seconds'])} |"
-                  for size in probe["sizes"].values()]  # fmt: skip
-        lines += ["", f"a filter row: {probe['vcpu_ns_a_filter_row']} vCPU-ns ({probe['cores']} cores)"]
+        lines += ["", "| filter keys | daily run s (2 rounds) | the filters' join s (3) | their scan s (3) |",
+                  "|---:|---|---|---|"]  # fmt: skip
+        lines += [f"| {size['filter_keys']:,} | {' / '.join(str(t) for t in size['seconds'])} "
+                  f"| {' / '.join(str(t) for t in size['join_seconds'])} "
+                  f"| {' / '.join(str(t) for t in size['scan_seconds'])} |" for size in probe["sizes"].values()]  # fmt: skip
+        lines += ["", f"a filter key: {probe['vcpu_ns_a_filter_key']} vCPU-ns in a run, "
+                  f"{probe['vcpu_ns_a_filter_key_joined']} in the join alone, "
+                  f"{probe['vcpu_ns_a_filter_key_scanned']} scanned alone ({probe['cores']} cores)"]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -176,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument("--events", type=int, default=240_000, help="the measured day's events (24 hourly batches)")
     parser.add_argument("--merge", action="store_true", help="print the table from the JSON alone")
-    parser.add_argument("--probe", action="store_true", help="only the cost of a filter row (adds it to the JSON)")
+    parser.add_argument("--probe", action="store_true", help="only the cost of a filter key (adds it to the JSON)")
     args = parser.parse_args(argv)
     if args.merge:
         print(markdown(json.loads(RESULTS.read_text())))

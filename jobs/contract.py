@@ -42,8 +42,11 @@ LAKE_COMMITS = "_commits"
 """One JSON object per commit, `_commits/NNNNNNNNNN.json`, each the whole state; the highest number is current."""
 LAKE_SEGMENTS = "segments"
 """`segments/segment=NAME/`: a run's (or a compaction's) entries, one Parquet file per bucket."""
-LAKE_FILTERS = "filters"
-"""`filters/segment=NAME/`: a past day's segment's filter (`jobs.manifest.lake_filter`)."""
+LAKE_FILTERS = "filters-v2"
+"""`filters-v2/segment=NAME/`: a past day's segment's filter (`jobs.manifest.lake_filter`)."""
+LAKE_FILTERS_V1 = "filters"
+"""The first filter layout's folder (one row a key): no longer read; its folders go once no kept commit names
+them."""
 LAKE_LEASE = "_lease"
 """The writer lease: one dedup or populate run writes the manifest at a time."""
 LAKE_COLUMNS = (("id_hi", "BIGINT"), ("id_lo", "BIGINT"), ("fingerprint", "BIGINT"), ("etl_time", "BIGINT"),

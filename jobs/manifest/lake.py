@@ -28,6 +28,7 @@ folders no kept commit names (a run or compaction killed before its commit) are 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import uuid
@@ -44,6 +45,7 @@ from jobs.contract import (
     LAKE_COMMITS,
     LAKE_DESCRIPTOR,
     LAKE_FILTERS,
+    LAKE_FILTERS_V1,
     LAKE_SEGMENTS,
 )  # fmt: skip
 from jobs.errors import InvalidArgumentError
@@ -71,7 +73,16 @@ from jobs.manifest.lake_filter import (
     write_filter,
 )  # fmt: skip
 from jobs.manifest.lake_integrity import Recorded, data_files, leftovers, verify_segments
-from jobs.manifest.lake_state import FORMAT, VERSION, RunEntries, Segment, State, expired_dropped
+from jobs.manifest.lake_state import (
+    FILTERS_KEY,
+    FILTERS_KEY_V1,
+    FORMAT,
+    VERSION,
+    RunEntries,
+    Segment,
+    State,
+    expired_dropped,
+)
 
 DEFAULT_BUCKETS = 64
 COMMITS_KEPT = 100
@@ -226,13 +237,14 @@ class LakeManifest(Manifest):
         unnamed = set(self._segment_names("")) - set(current.segments)
         for name in leftovers(unnamed, lambda: self._named_by_kept_commits("segments")):
             store.delete_folder(self._segment_path(name))
-        unnamed = set(self._segment_names("", LAKE_FILTERS)) - set(current.filters)
-        for name in leftovers(unnamed, lambda: self._named_by_kept_commits("segment_filters")):
-            store.delete_folder(self._filter_path(name))
+        for under, key in ((LAKE_FILTERS, FILTERS_KEY), (LAKE_FILTERS_V1, FILTERS_KEY_V1)):
+            unnamed = set(self._segment_names("", under)) - set(current.filters if under == LAKE_FILTERS else ())
+            for name in leftovers(unnamed, functools.partial(self._named_by_kept_commits, key)):
+                store.delete_folder(self._filter_path(name, under))
 
     def _named_by_kept_commits(self, key: str) -> set[str] | None:
-        """The segments (`key` "segments") or segments' filters ("segment_filters") any kept commit names; None
-        when one cannot be read (then nothing is removed)."""
+        """The segments (`key` "segments") or segments' filters (FILTERS_KEY, or the first layout's) any kept commit
+        names; None when one cannot be read (then nothing is removed)."""
         named: set[str] = set()
         for number in self._commit_numbers():
             data = store.read_bytes(self._commit_path(number))
@@ -248,8 +260,8 @@ class LakeManifest(Manifest):
     def _segment_path(self, name: str) -> str:
         return f"{self.root}/{LAKE_SEGMENTS}/segment={name}"
 
-    def _filter_path(self, name: str) -> str:
-        return f"{self.root}/{LAKE_FILTERS}/segment={name}"
+    def _filter_path(self, name: str, under: str = LAKE_FILTERS) -> str:
+        return f"{self.root}/{under}/segment={name}"
 
     def _segment_names(self, prefix: str, under: str = LAKE_SEGMENTS) -> list[str]:
         """Names of the segment folders (committed or not; of filters with `under` LAKE_FILTERS) whose name starts
@@ -414,17 +426,18 @@ class LakeManifest(Manifest):
     ) -> tuple[dict[str, int], int]:
         """The bucket files of the `filtered` segments whose filter some of `keyed`'s ids match (path -> bytes), and
         how many (id, segment) matches there were."""
-        # One join for all, unless filters of another version (other bits or file count) are live too.
-        by_kind: dict[tuple[int, int], list[str]] = {}
+        # One join for all, unless filters of another kind (bits, block bits, file count) are live too.
+        by_kind: dict[tuple[int, int, int], list[str]] = {}
         for name in filtered:
             if (made := state.filters[name]).keys:
-                by_kind.setdefault((made.bits, made.file_buckets), []).append(name)
+                by_kind.setdefault(made.kind, []).append(name)
         matches = []
-        for (bits, filter_files), named in sorted(by_kind.items()):
+        for _, named in sorted(by_kind.items()):
+            kind = state.filters[named[0]]
             table = f"winnow_filter_{uuid.uuid4().hex}"
-            register_filters(spark, table, f"{self.root}/{LAKE_FILTERS}", filter_files, named)
+            register_filters(spark, table, f"{self.root}/{LAKE_FILTERS}", kind.file_buckets, named)
             try:
-                matches += filter_matches(spark, keyed, table, state.buckets, bits, filter_files)
+                matches += filter_matches(spark, keyed, table, state.buckets, kind)
             finally:
                 spark.sql(f"DROP TABLE IF EXISTS {table}")
         wanted = {(segment, bucket) for segment, bucket, _ in matches}
@@ -503,7 +516,7 @@ class LakeManifest(Manifest):
             return None
         files = [f"{self._segment_path(name)}/{file}" for file in sorted(segment.file_sizes)]
         if not files:
-            return Filter(FILTER_BITS, file_buckets(buckets), 0, {})
+            return Filter(FILTER_BITS, 0, file_buckets(buckets), 0, {})
         entries = spark.read.parquet(*(spark_path_of(file) for file in files))
         return write_filter(entries, segment.keys, self._filter_path(name), buckets)
 

@@ -1,20 +1,25 @@
 """Filters of the lake manifest's past days: a run reads a few bytes a key of them, not their entries.
 
 A past day's segment (compacted, or the day's only one) gets a filter: per entry, the entry's bucket (the bucket
-file its exact entry is in) and FILTER_BITS bits of a second hash of its event id, sorted within a bucket, written
-with Parquet's delta encoding (no dictionary), so each value costs about `FILTER_BITS - log2(entries in its
-file)` bits. A run joins its pairs' (bucket, hash) with the filters of the live past days in one bucketed join
-(the filters are read, never shuffled), then reads exact entries only from the bucket files of the segments where
-one of its pairs matched. A filter can only say "certainly not here": an id delivered earlier always matches its
-own entry's filter row, so decisions are those of reading every entry; a false match costs one bucket file read.
+file its exact entry is in) and FILTER_BITS bits of a second hash of its event id. The hashes are packed into rows
+of about KEYS_A_ROW: a row holds the sorted hashes of one bucket whose top `block_bits` bits are its `block`, so a
+run's cost is that of decoding the hashes, not of a row each (a row's cost in Spark's scan and join is the row's,
+whatever its bytes). Parquet's delta encoding (no dictionary) keeps each hash at about `FILTER_BITS - log2(entries
+in its bucket) + 2` bits. A run joins its pairs' (bucket, block) with the filters of the live past days in one
+bucketed join (the filters are read, never shuffled) and keeps the pairs whose hash is in the row; then it reads
+exact entries only from the bucket files of the segments where one of its pairs matched.
+A filter can only say "certainly not here": an id delivered earlier always matches its own entry's hash, so
+decisions are those of reading every entry; a false match costs one bucket file read.
 
-Layout: `filters/segment=NAME/`, beside `segments/` (a segment folder is read whole as a table partition, so its
-filter cannot live in it); the commit records each filter's files and sizes (`segment_filters`), and the
-integrity check compares them as it does a segment's.
+Layout: `filters-v2/segment=NAME/`, beside `segments/` (a segment folder is read whole as a table partition, so
+its filter cannot live in it); the commit records each filter's files and sizes (`segment_filters_v2`), and the
+integrity check compares them as it does a segment's. The first layout (`filters/`, one row a hash, commit key
+`segment_filters`) is no longer read: its segments are read whole until compaction gives them a filter of this one.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import uuid
@@ -33,7 +38,9 @@ FILTER_BITS = 40
 ENTRY_BUCKETS_A_FILE = 16
 """A filter file holds the rows of this many of the entries' buckets: a run reads every live filter file, and
 each costs a request or two, so a day's filter has a sixteenth of the entries' files (at least one)."""
-FILTER_COLUMNS = (("bucket", "INT"), ("h", "BIGINT"))
+KEYS_A_ROW = 32
+"""About this many hashes a filter row: fewer rows cost rows, more cost the copy of each matched row's hashes."""
+FILTER_COLUMNS = (("bucket", "INT"), ("block", "INT"), ("hashes", "ARRAY<BIGINT>"))
 _COLUMNS_SQL = ", ".join(f"{name} {kind}" for name, kind in FILTER_COLUMNS)
 # Delta encoding of the sorted hashes: Parquet's V2 pages, and no dictionary (which random values would defeat).
 _WRITE_OPTIONS = "compression 'zstd', 'parquet.writer.version' 'v2', 'parquet.enable.dictionary' 'false'"
@@ -48,6 +55,8 @@ class Filter:
     """One segment's filter, as a commit records it."""
 
     bits: int
+    block_bits: int
+    """The top bits of a hash that name its row within its bucket (`block`)."""
     file_buckets: int
     """The filter table's own bucket count (its files): the entries' buckets are spread over them."""
     keys: int
@@ -64,12 +73,18 @@ class Filter:
         return sum(self.file_sizes.values())
 
     def document(self) -> dict[str, object]:
-        return {"bits": self.bits, "file_buckets": self.file_buckets, "keys": self.keys,
-                "file_sizes": self.file_sizes}  # fmt: skip
+        return {"bits": self.bits, "block_bits": self.block_bits, "file_buckets": self.file_buckets,
+                "keys": self.keys, "file_sizes": self.file_sizes}  # fmt: skip
 
     @staticmethod
     def parse(document: dict[str, Any]) -> Filter:
-        return Filter(document["bits"], document["file_buckets"], document["keys"], document["file_sizes"])
+        return Filter(document["bits"], document["block_bits"], document["file_buckets"], document["keys"],
+                      document["file_sizes"])  # fmt: skip
+
+    @property
+    def kind(self) -> tuple[int, int, int]:
+        """What one join over several filters needs them to share."""
+        return self.bits, self.block_bits, self.file_buckets
 
 
 def entry_bucket(buckets: int) -> Column:
@@ -82,9 +97,20 @@ def filter_hash(bits: int) -> Column:
     return F.xxhash64(*ENTRY_KEYS).bitwiseAND(F.lit((1 << bits) - 1))
 
 
-def filter_rows(entries: DataFrame, buckets: int, bits: int) -> DataFrame:
-    """The filter rows of `entries` (with `id_hi`, `id_lo`)."""
-    return entries.select(entry_bucket(buckets).alias("bucket"), filter_hash(bits).alias("h"))
+def block_bits_for(keys: int, buckets: int, bits: int) -> int:
+    """The block bits that put about KEYS_A_ROW of a segment's `keys` hashes (of `bits` bits) in a row of each of
+    its `buckets` (at most `bits`, and 24: a block is an INT)."""
+    return max(0, min(bits, 24, round(math.log2(max(1, keys) / (buckets * KEYS_A_ROW)))))
+
+
+def hashed(ids: DataFrame, buckets: int, bits: int, block_bits: int) -> DataFrame:
+    """`ids` (with `id_hi`, `id_lo`) as (bucket, block, h): where each one's hash is, and the hash."""
+    h = filter_hash(bits)
+    return ids.select(
+        entry_bucket(buckets).alias("bucket"),
+        F.shiftright(h, bits - block_bits).cast("int").alias("block"),
+        h.alias("h"),
+    )
 
 
 def file_buckets(buckets: int) -> int:
@@ -93,7 +119,7 @@ def file_buckets(buckets: int) -> int:
 
 
 def _bucketing(file_buckets: int) -> str:
-    return f"CLUSTERED BY (bucket) SORTED BY (bucket, h) INTO {file_buckets} BUCKETS"
+    return f"CLUSTERED BY (bucket) SORTED BY (bucket, block) INTO {file_buckets} BUCKETS"
 
 
 def write_filter(entries: DataFrame, keys: int, folder: str, buckets: int) -> Filter:
@@ -101,6 +127,7 @@ def write_filter(entries: DataFrame, keys: int, folder: str, buckets: int) -> Fi
     `file_buckets(buckets)` files; its record for the commit."""
     spark = entries.sparkSession
     files_wanted = file_buckets(buckets)
+    block_bits = block_bits_for(keys, buckets, FILTER_BITS)
     store.delete_folder(folder)  # a filter is written for a new segment name only: anything there is a dead try's
     if (local := store.local_path(folder)) is not None:
         os.makedirs(local)
@@ -110,12 +137,15 @@ def write_filter(entries: DataFrame, keys: int, folder: str, buckets: int) -> Fi
         f"LOCATION '{spark_path_of(folder)}'"
     )
     try:
-        filter_rows(entries, buckets, FILTER_BITS).repartition(files_wanted, "bucket").write.insertInto(table)
+        # Partitioned by the bucket, as the files are: each row's hashes are gathered in the task that writes it.
+        rows = hashed(entries, buckets, FILTER_BITS, block_bits).repartition(files_wanted, "bucket")
+        packed = rows.groupBy("bucket", "block").agg(F.array_sort(F.collect_list("h")).alias("hashes"))
+        packed.write.insertInto(table)
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {table}")
     sizes = {file.path.removeprefix(f"{folder}/"): file.size for file in store.list_files(folder)
              if file.path.endswith(".parquet")}  # fmt: skip
-    return Filter(FILTER_BITS, files_wanted, keys, sizes)
+    return Filter(FILTER_BITS, block_bits, files_wanted, keys, sizes)
 
 
 def spark_path_of(path: str) -> str:
@@ -144,19 +174,21 @@ def register_filters(spark: SparkSession, table: str, root: str, file_buckets: i
 
 
 def filter_matches(
-    spark: SparkSession, keyed: DataFrame, table: str, buckets: int, bits: int, file_buckets: int
+    spark: SparkSession, keyed: DataFrame, table: str, buckets: int, kind: Filter
 ) -> list[tuple[str, int, int]]:
-    """The (segment, bucket, ids) whose filter rows (of `bits` bits, in `file_buckets` files a segment) `keyed`'s
-    ids match: one bucketed join; the filters are not shuffled (the join's keys need not all be the filters'
+    """The (segment, bucket, ids) whose filters (all of `kind`'s bits, block bits and files) hold the hash of one of
+    `keyed`'s ids: one bucketed join; the filters are not shuffled (the join's keys need not all be the filters'
     bucketing keys)."""
     # Partitioned by the bucket alone, as the filters are: the join then reads each filter file in its own task.
-    hashes = (
-        keyed.select(entry_bucket(buckets).alias("bucket"), filter_hash(bits).alias("h"))
-        .repartition(file_buckets, "bucket")
-        .distinct()
-    )
+    hashes = hashed(keyed, buckets, kind.bits, kind.block_bits).repartition(kind.file_buckets, "bucket").distinct()
     # The batch's hashes of a bucket are the hash table; the bucket's filter rows stream past it, unsorted.
-    matched = hashes.hint("shuffle_hash").join(spark.table(table), ["bucket", "h"]).groupBy("segment", "bucket").count()
+    matched = (
+        hashes.hint("shuffle_hash")
+        .join(spark.table(table), ["bucket", "block"])
+        .where(F.array_contains("hashes", F.col("h")))
+        .groupBy("segment", "bucket")
+        .count()
+    )
     setting = "spark.sql.requireAllClusterKeysForCoPartition"
     before = spark.conf.get(setting, "true") or "true"
     spark.conf.set(setting, "false")

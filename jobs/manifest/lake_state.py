@@ -11,6 +11,11 @@ from jobs.manifest.lake_filter import Filter
 
 FORMAT = "winnow-lake-manifest"
 VERSION = 1
+FILTERS_KEY = "segment_filters_v2"
+"""The commit's record of the filters (`lake_filter`); a version that does not know this layout reads every segment
+whole, and drops the record from the commits it writes."""
+FILTERS_KEY_V1 = "segment_filters"
+"""The first filter layout's record: no longer written nor read (its segments are read whole until compacted)."""
 RETAIN_AFTER_EXPIRY_DAYS = 7
 """Expired segments are kept this long after the newest run: a redo of a run up to this old still decides as it
 first did (the per-request backends lose expired items at once, DynamoDB within about two days)."""
@@ -83,7 +88,7 @@ class State:
             "runs": [asdict(entries) for entries in sorted(self.runs.values(), key=lambda e: e.etl_time)],
             "segment_files": {s.name: s.file_sizes for s in self.segments.values() if s.file_sizes is not None},
             # Apart from the segments, as `segment_files`: a version without filters reads every segment whole.
-            "segment_filters": {name: f.document() for name, f in sorted(self.filters.items())},
+            FILTERS_KEY: {name: f.document() for name, f in sorted(self.filters.items())},
         }
 
     @staticmethod
@@ -94,7 +99,7 @@ class State:
             for s in document["segments"]
         }
         runs = {r["etl_time"]: RunEntries(**r) for r in document["runs"]}
-        filters = {name: Filter.parse(f) for name, f in document.get("segment_filters", {}).items()}
+        filters = {name: Filter.parse(f) for name, f in document.get(FILTERS_KEY, {}).items()}
         return State(document["commit"], document["buckets"], segments, runs, filters)
 
 

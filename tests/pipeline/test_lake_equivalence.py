@@ -84,8 +84,13 @@ def test_the_lake_decides_as_sqlite_on_any_sequence(
     redo = [number for number in redo if number < len(batch_pairs)]
     hypothesis.assume(not (redo and redelivered_after_expiry(batch_pairs, times)))
     # Past days' filters of 1 bit: about every other id matches a filter by chance and is looked up, so a filter
-    # that ruled out a delivered id, or a look-up that decided otherwise than a whole read, would show here.
-    with tempfile.TemporaryDirectory() as base, mock.patch.object(lake_filter, "FILTER_BITS", 1):
+    # that ruled out a delivered id, or a look-up that decided otherwise than a whole read, would show here. A
+    # hash a row: the rows of days with more keys than buckets are split by block.
+    with (
+        tempfile.TemporaryDirectory() as base,
+        mock.patch.object(lake_filter, "FILTER_BITS", 1),
+        mock.patch.object(lake_filter, "KEYS_A_ROW", 1),
+    ):
         lake = sequence(Path(base, "lake"), f"lake:{base}/lake/manifest", batch_pairs, times, redo)
         sqlite = sequence(Path(base, "sqlite"), f"sqlite:{base}/sqlite/manifest.db", batch_pairs, times, redo)
     hypothesis.event(f"{sum(run['by_reason']['duplicates'].get('cross_batch_natural', 0) for run in lake)} cross-batch")

@@ -15,6 +15,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from jobs.manifest.lake import id_halves
+from jobs.manifest.lake_filter import filter_matches, register_filters, write_filter
+from jobs.manifest.lake_state import State
 from tests.pipeline.test_lake_integrity import RESTORE, refused
 from tests.pipeline.test_lake_manifest import IDS, commits, config, dedup, line, write_batch
 
@@ -70,16 +72,21 @@ def test_past_days_are_read_through_their_filters_and_decide_as_read_whole(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     root = tmp_path / "lake" / "manifest"
-    # A compaction killed while writing a filter: a folder no commit names, removed by the next commit.
-    leftover = root / "filters" / "segment=day-2026-10-31.0badc0de"
+    # A compaction killed while writing a filter: a folder no commit names, removed by the next commit; and one of
+    # the first filter layout's folders, named by no kept commit either.
+    leftovers = [
+        root / "filters-v2" / "segment=day-2026-10-31.0badc0de",
+        root / "filters" / "segment=day-2026-10-30.0badc0de",
+    ]
 
-    def plant_leftover() -> None:
-        leftover.mkdir(parents=True)
-        (leftover / "part-00000-x_00000.c000.zstd.parquet").write_bytes(b"not read")
+    def plant_leftovers() -> None:
+        for leftover in leftovers:
+            leftover.mkdir(parents=True)
+            (leftover / "part-00000-x_00000.c000.zstd.parquet").write_bytes(b"not read")
 
-    lake = sequence(tmp_path / "lake", f"lake:{root}", before_last=plant_leftover)
+    lake = sequence(tmp_path / "lake", f"lake:{root}", before_last=plant_leftovers)
     assert lake == read_whole
-    assert not leftover.exists()
+    assert not any(leftover.exists() for leftover in leftovers)
     assert lake[3]["content"]["duplicates"] == sorted([BATCHES[3][0], BATCHES[3][2], BATCHES[3][3]])
     assert lake[3]["by_reason"]["duplicates"] == {"cross_batch_natural": 3}
 
@@ -87,12 +94,16 @@ def test_past_days_are_read_through_their_filters_and_decide_as_read_whole(
     state = commits(root)[-1]
     day_1 = next(s for s in state["segments"] if s["name"].startswith("day-2026-11-01"))
     day_2 = next(s for s in state["segments"] if s["name"].startswith(RUNS[2]))
-    assert sorted(state["segment_filters"]) == sorted([day_1["name"], day_2["name"]])
-    # 4 buckets of entries, 16 to a filter file: one file a day, a row for each of the day's 5 entries.
-    filter_record = state["segment_filters"][day_1["name"]]
-    assert {k: filter_record[k] for k in ("bits", "file_buckets", "keys")} == {"bits": 40, "file_buckets": 1, "keys": 5}
+    assert sorted(state["segment_filters_v2"]) == sorted([day_1["name"], day_2["name"]])
+    # 4 buckets of entries, 16 to a filter file: one file a day, holding the hashes of the day's 5 entries (too
+    # few for more than one row a bucket).
+    filter_record = state["segment_filters_v2"][day_1["name"]]
+    assert {k: filter_record[k] for k in ("bits", "block_bits", "file_buckets", "keys")} == {
+        "bits": 40, "block_bits": 0, "file_buckets": 1, "keys": 5
+    }  # fmt: skip
     assert len(filter_record["file_sizes"]) == 1
-    assert spark.read.parquet(str(root / "filters" / f"segment={day_1['name']}")).count() == 5
+    hashes = spark.read.parquet(str(root / "filters-v2" / f"segment={day_1['name']}")).select(F.explode("hashes"))
+    assert hashes.count() == 5
 
     # Run 4 read Nov 2 whole (1 entry), Nov 1 through its filter (5 filter rows), and exact entries only from the
     # bucket files of Nov 1 that hold A, B or D (F is no Nov 1 id: a chance match of 40 bits is ~5e-12 here).
@@ -109,7 +120,7 @@ def test_past_days_are_read_through_their_filters_and_decide_as_read_whole(
 
     # A filter file that lost bytes would rule out ids it holds: the run stops before it reads or writes.
     (damaged, size), *_ = sorted(filter_record["file_sizes"].items())
-    path = root / "filters" / f"segment={day_1['name']}" / damaged
+    path = root / "filters-v2" / f"segment={day_1['name']}" / damaged
     saved = path.read_bytes()
     path.write_bytes(saved[: size // 2])
     settings, batch = str(tmp_path / "lake" / "config.json"), write_batch(tmp_path / "b5", [line("A", "a1")])
@@ -122,3 +133,48 @@ def test_past_days_are_read_through_their_filters_and_decide_as_read_whole(
     assert dedup(batch, tmp_path / "lake" / "out", "2026-11-04-01-00-00", f"lake:{root}", settings)["content"][
         "duplicates"
     ] == [line("A", "a1")]
+
+
+def test_a_filter_packs_its_hashes_by_block_and_holds_every_key_written(spark: SparkSession, tmp_path: Path) -> None:
+    numbered = spark.range(6_000).select(
+        "id", F.xxhash64("id").alias("id_hi"), F.xxhash64(F.lit(7), "id").alias("id_lo")
+    )
+    ids, written = numbered.drop("id"), numbered.where(F.col("id") < 4_000).drop("id")
+    root, name = tmp_path / "filters-v2", "day-2026-11-01.0123abcd"
+    made = write_filter(written, 4_000, str(root / f"segment={name}"), buckets=32)
+    # About KEYS_A_ROW (32) hashes a row: 4,000 keys over 32 buckets is 2^2 blocks a bucket; 16 buckets a file.
+    assert (made.bits, made.block_bits, made.file_buckets, made.keys, made.files) == (40, 2, 2, 4_000, 2)
+    rows = spark.read.parquet(str(root / f"segment={name}")).collect()
+    assert sum(len(row["hashes"]) for row in rows) == 4_000
+    assert all(row["hashes"] == sorted(row["hashes"]) for row in rows)
+    assert all(hash_ >> (40 - 2) == row["block"] for row in rows for hash_ in row["hashes"])
+    assert len({(row["bucket"], row["block"]) for row in rows}) == len(rows) == 32 * 2**2
+
+    table = "winnow_filter_test"
+    register_filters(spark, table, str(root), made.file_buckets, [name])
+    try:
+        matches = filter_matches(spark, ids, table, 32, made)
+    finally:
+        spark.sql(f"DROP TABLE {table}")
+    # Every written id is found (a filter never rules out what it holds); the 2,000 others are not (a chance match
+    # of 40 bits among 125 keys a bucket: ~2e-7 here).
+    assert sum(count for _, _, count in matches) == 4_000
+    assert {segment for segment, _, _ in matches} == {name}
+    assert sorted(bucket for _, bucket, _ in matches) == list(range(32))
+
+
+def test_a_commit_of_the_first_filter_layout_reads_its_days_whole_and_drops_that_record() -> None:
+    # One row a hash under filters/: this version cannot join those files, so it reads the days whole, and the
+    # commits it writes do not carry the record (an older version reading them reads the days whole too).
+    first = {"bits": 40, "file_buckets": 1, "keys": 5, "file_sizes": {"part-00000-x_00000.c000.zstd.parquet": 90}}
+    segment = {"name": "day-2026-11-01.0123abcd", "runs": [1], "files": 1, "bytes": 10, "keys": 5, "max_ttl": 9}
+    document = {
+        "commit": 3,
+        "buckets": 4,
+        "segments": [segment],
+        "runs": [],
+        "segment_filters": {segment["name"]: first},
+    }
+    state = State.parse(document)
+    assert state.filters == {}
+    assert "segment_filters" not in state.document("dedup", "2026-11-02-01-00-00")
