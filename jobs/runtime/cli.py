@@ -132,6 +132,27 @@ def worker_error(err: BaseException) -> str | None:
     return found
 
 
+def out_of_memory(err: BaseException, spark_conf: dict[str, str]) -> str | None:
+    """The way out when the JVM ran out of heap: its OutOfMemoryError in the failure, or Spark shut down under
+    the job (what a task's OutOfMemoryError does in local mode, the JVM's log above the line says so); None
+    otherwise."""
+    text = str(err)
+    given = spark_conf.get("spark.driver.memory")
+    memory = f"spark.driver.memory: {given}" if given else "spark.driver.memory not set: Spark's default, 1g"
+    if "java.lang.OutOfMemoryError" in text:
+        what, more = f"Spark ran out of memory ({memory})", "and more memory"
+    elif "SparkContext was shut down" in text:
+        what = f"Spark shut down during the run, most often out of memory (java.lang.OutOfMemoryError above; {memory})"
+        more = "with more memory if so"
+    else:
+        return None
+    return (
+        f'{what}; nothing is lost: rerun with the same run id {more} (locally "spark.driver.memory" in the '
+        "config's spark.conf: configs/local.json sets 4g; on EMR emr.spark_conf's spark.driver.memory or "
+        "spark.executor.memory)"
+    )
+
+
 def first_line(err: BaseException) -> str:
     return (str(err).strip().splitlines() or [""])[0]
 
@@ -169,7 +190,9 @@ def run_spark_job(
         except WinnowError:
             raise
         except Exception as err:  # a failed Spark job: one clear line (main prints it), the detail with --debug
-            cause = worker_error(err) or f"{type(err).__name__}: {first_line(err)}"
+            cause = (
+                worker_error(err) or out_of_memory(err, config.spark.conf) or f"{type(err).__name__}: {first_line(err)}"
+            )
             raise JobFailedError(f"{args.job} run {run_id} failed, no _SUCCESS written: {cause}") from err
     print(render(summary))
     return 0

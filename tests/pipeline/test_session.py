@@ -15,6 +15,7 @@ from jobs.config import SparkConfig
 from jobs.runtime import class_archive
 from jobs.runtime import session as session_module
 from jobs.runtime.class_archive import java_options, record_of, usable_archive
+from jobs.runtime.cli import out_of_memory
 from jobs.runtime.log4j2 import VERBOSE_JAVA_OPTION
 from jobs.runtime.session import LOCAL_CONF, REQUIRED_CONF, STARTUP_CONF, local_conf, spark_session
 
@@ -110,3 +111,30 @@ def test_a_session_the_jobs_start_maps_the_class_archive_setup_built(spark: Spar
     jvm: Any = spark.sparkContext._jvm
     arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert f"-XX:SharedArchiveFile={archive}" in arguments
+
+
+# What a job that ran out of memory says (jobs/runtime/cli.py): the texts are those of the failures seen at 3 a.m.
+# (typed wide-row Parquet of 1M events with Spark's default 1g driver: a task's OutOfMemoryError shut Spark down,
+# and the job's collect failed with "cancelled because SparkContext was shut down").
+SHUT_DOWN = (
+    "An error occurred while calling o4300.collectToPython.\n: org.apache.spark.SparkException: Job 5 cancelled "
+    "because SparkContext was shut down\n\tat org.apache.spark.scheduler.DAGScheduler.$anonfun$cleanUpAfterSchedulerStop$1"
+)
+HEAP = "An error occurred while calling o43.collectToPython.\n: java.lang.OutOfMemoryError: Java heap space"
+WAY_OUT = (
+    'nothing is lost: rerun with the same run id {more} (locally "spark.driver.memory" in the config\'s spark.conf: '
+    "configs/local.json sets 4g; on EMR emr.spark_conf's spark.driver.memory or spark.executor.memory)"
+)
+
+
+def test_a_job_out_of_memory_says_so_and_how_to_rerun_it() -> None:
+    assert out_of_memory(RuntimeError(HEAP), {"spark.driver.memory": "2g"}) == (
+        "Spark ran out of memory (spark.driver.memory: 2g); " + WAY_OUT.format(more="and more memory")
+    )
+    assert out_of_memory(RuntimeError(SHUT_DOWN), {}) == (
+        "Spark shut down during the run, most often out of memory (java.lang.OutOfMemoryError above; "
+        "spark.driver.memory not set: Spark's default, 1g); " + WAY_OUT.format(more="with more memory if so")
+    )
+    assert (
+        out_of_memory(RuntimeError("An error occurred while calling o1.save.\n: java.io.IOException: disk"), {}) is None
+    )
