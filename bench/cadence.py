@@ -147,11 +147,11 @@ def join_seconds(session: Session, seeded: Path, ids: int) -> list[float]:
     """The filters' join alone (`lake_filter.filter_matches`) of `ids` new ids with every filter of the manifest
     `seeded`, 3 rounds: a run's filter term without the rest of the run."""
     from jobs.contract import LAKE_FILTERS
-    from jobs.manifest import open_manifest
+    from jobs.manifest.lake import open_lake
     from jobs.manifest.lake_filter import filter_matches, register_filters
 
-    state = open_manifest(f"lake:{seeded}").state()  # type: ignore[attr-defined]
-    kind = next(iter(state.filters.values()))
+    state = open_lake(f"lake:{seeded}").state()
+    kind = next(iter(state.filters.values()))  # the seed's days have one key count, so one kind of filter
     batch = lake_entries(session.spark, ids, 99, 0, 0).select("id_hi", "id_lo").cache()
     batch.count()
     table = f"bench_filters_{uuid.uuid4().hex}"

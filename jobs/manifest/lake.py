@@ -237,8 +237,9 @@ class LakeManifest(Manifest):
         unnamed = set(self._segment_names("")) - set(current.segments)
         for name in leftovers(unnamed, lambda: self._named_by_kept_commits("segments")):
             store.delete_folder(self._segment_path(name))
-        for under, key in ((LAKE_FILTERS, FILTERS_KEY), (LAKE_FILTERS_V1, FILTERS_KEY_V1)):
-            unnamed = set(self._segment_names("", under)) - set(current.filters if under == LAKE_FILTERS else ())
+        # The first filter layout's folders are named by no current commit: they go once no kept commit names them.
+        for under, key, named in ((LAKE_FILTERS, FILTERS_KEY, current.filters), (LAKE_FILTERS_V1, FILTERS_KEY_V1, {})):
+            unnamed = set(self._segment_names("", under)) - set(named)
             for name in leftovers(unnamed, functools.partial(self._named_by_kept_commits, key)):
                 store.delete_folder(self._filter_path(name, under))
 

@@ -60,7 +60,7 @@ class Filter:
     file_buckets: int
     """The filter table's own bucket count (its files): the entries' buckets are spread over them."""
     keys: int
-    """Its rows: one per entry of its segment's files."""
+    """Its hashes: one per entry of its segment's files."""
     file_sizes: dict[str, int]
     """Its data files, by name in its folder, with their sizes."""
 
