@@ -7,7 +7,9 @@ session beside the pass-through of its batch. Two designs on the same keys: past
 so compaction writes none). What each run read is its own `summary.json` `manifest`.
 
     python -m bench.cadence                  # all cases, results in bench/cadence-results.json
-    python -m bench.cadence --merge          # the table again from the JSON alone
+    python -m bench.cadence --probe          # what a filter key and a probe cost (adds it to the JSON)
+    python -m bench.cadence --merge          # the tables again from the JSON alone
+    python -m bench.lake_cost                # the cost a day at 1 billion events, from the JSON
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import json
 import os
 import shutil
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -101,8 +102,9 @@ def run_case(session: Session, seeded: Path, design: str, cadence: str, folders:
             run_id = run_id_of(etl_time)
             result = session.dedup(folder, WORK / "out" / f"{design}-{cadence}", run_id, f"lake:{manifest}")
             passthrough = session.passthrough(folder, WORK / "out" / "passthrough")
-            results.append({"run_id": run_id, "seconds": result["seconds"], "passthrough_seconds": passthrough["seconds"],
-                            "counts": result["counts"], "manifest": result["manifest"]})  # fmt: skip
+            results.append({"run_id": run_id, "seconds": result["seconds"], "cpu_seconds": result["cpu_seconds"],
+                            "passthrough_seconds": passthrough["seconds"], "counts": result["counts"],
+                            "manifest": result["manifest"]})  # fmt: skip
             log(f"{design} {cadence} {run_id}: {result['seconds']} s (pass-through {passthrough['seconds']} s), "
                 f"read {result['manifest']['bytes_read']:,} bytes")  # fmt: skip
     return results
@@ -128,67 +130,113 @@ def totals(runs: list[dict[str, Any]], past_keys: int) -> dict[str, Any]:
     }
 
 
-def scan_seconds(session: Session, seeded: Path) -> list[float]:
-    """Decoding the filters' hashes alone (a scan of their files, no join), 3 rounds: what any run must pay to read
-    them in Spark."""
+PROBE_DAYS = (10, 30)
+"""The probe's joins read the filters of the first 10 past days, and of all 30: what an id costs a past day."""
+PROBE_IDS = (24_000, 2_400_000)
+"""The probe's batches: at 16 buckets and 2M keys a day, 24,000 ids meet about 0.4 a filter row, 2.4M about 37 (at
+1 billion events a day, an hourly run's meet about 1.3 a row of each day, a daily run's about 32)."""
+PROBE_ROUNDS = 4
+"""Rounds of each measure, taken in turn over the two manifests (a drift of the machine falls on both alike); the
+best of each counts. The whole daily run is measured in the first 2 rounds only."""
+
+
+def cpu_seconds(work: Any) -> float:
+    """CPU seconds of `work` (the process tree's: what EMR bills whatever the tasks' parallelism)."""
+    from bench.crossbatch import measured
+
+    return round(measured(work)[1], 3)
+
+
+def scan_cpu(session: Session, seeded: Path) -> float:
+    """Decoding the filters' hashes alone (a scan of their files, no join): what any run must pay to read them in
+    Spark."""
     from pyspark.sql import functions as F
 
     from jobs.contract import LAKE_FILTERS
 
-    rounds = []
-    for _ in range(3):
-        start = time.perf_counter()
-        session.spark.read.parquet(str(seeded / LAKE_FILTERS)).agg(F.max(F.array_max("hashes"))).collect()
-        rounds.append(round(time.perf_counter() - start, 3))
-    return rounds
+    return cpu_seconds(lambda: session.spark.read.parquet(str(seeded / LAKE_FILTERS))
+                       .agg(F.max(F.array_max("hashes"))).collect())  # fmt: skip
 
 
-def join_seconds(session: Session, seeded: Path, ids: int) -> list[float]:
-    """The filters' join alone (`lake_filter.filter_matches`) of `ids` new ids with every filter of the manifest
-    `seeded`, 3 rounds: a run's filter term without the rest of the run."""
+def join_cpu(session: Session, seeded: Path) -> dict[str, float]:
+    """The filters' join alone (`lake_filter.filter_matches`) of PROBE_IDS new ids with the filters of PROBE_DAYS
+    past days of the manifest `seeded`: a run's filter terms without the rest of the run."""
     from jobs.contract import LAKE_FILTERS
     from jobs.manifest.lake import open_lake
     from jobs.manifest.lake_filter import filter_matches, register_filters
 
     state = open_lake(f"lake:{seeded}").state()
     kind = next(iter(state.filters.values()))  # the seed's days have one key count, so one kind of filter
-    batch = lake_entries(session.spark, ids, 99, 0, 0).select("id_hi", "id_lo").cache()
-    batch.count()
-    table = f"bench_filters_{uuid.uuid4().hex}"
-    register_filters(session.spark, table, str(seeded / LAKE_FILTERS), kind.file_buckets, sorted(state.filters))
-    rounds = []
-    try:
-        for _ in range(3):
-            start = time.perf_counter()
-            filter_matches(session.spark, batch, table, state.buckets, kind)
-            rounds.append(round(time.perf_counter() - start, 3))
-    finally:
-        session.spark.sql(f"DROP TABLE {table}")
+    cases: dict[str, float] = {}
+    for ids in PROBE_IDS:
+        batch = lake_entries(session.spark, ids, 99, 0, 0).select("id_hi", "id_lo").cache()
+        batch.count()
+        for days in PROBE_DAYS:
+            table = f"bench_filters_{uuid.uuid4().hex}"
+            register_filters(session.spark, table, str(seeded / LAKE_FILTERS), kind.file_buckets,
+                             sorted(state.filters)[:days])  # fmt: skip
+            try:
+                cases[f"{days}d {ids}"] = cpu_seconds(
+                    lambda: filter_matches(session.spark, batch, table, state.buckets, kind)  # noqa: B023
+                )
+            finally:
+                session.spark.sql(f"DROP TABLE {table}")
         batch.unpersist()
-    return rounds
+    return cases
 
 
 def probe_cost(session: Session, args: argparse.Namespace, daily: list[Path]) -> dict[str, Any]:
-    """The cost of a filter key: the daily run against filtered manifests of `--keys-per-day` and 10 times that,
-    best of 2 rounds each; the slope, in vCPU-ns a filter key (wall seconds times the session's cores); and the
-    same slope of a scan of the filters alone (the floor: decoding the hashes)."""
+    """The cost of the filters, in vCPU-ns (CPU seconds of the process tree, best round against best round): a filter
+    key a run (the joins against filtered manifests of `--keys-per-day` and 10 times that, all days, fewest ids),
+    an id a past day (the joins of the larger manifest, PROBE_IDS against PROBE_DAYS), the batch's own hashing an
+    id, and the floor of a key (a scan of the filters alone); and the daily run's slope between the two manifests,
+    the whole run's CPU."""
+    seeds: dict[int, Path] = {}
     sizes: dict[str, Any] = {}
     for keys_per_day in (args.keys_per_day, args.keys_per_day * 10):
-        seeded = WORK / f"seed-probe-{keys_per_day}"
-        seeded_figures = seed(session, seeded, args.days, keys_per_day, args.buckets, filtered=True)
-        rounds = [run_case(session, seeded, f"probe-{keys_per_day}", "daily", daily)[0] for _ in range(2)]
-        sizes[str(keys_per_day)] = {"filter_keys": seeded_figures["keys"], "seed": seeded_figures,
-                                    "seconds": [r["seconds"] for r in rounds], "manifest": rounds[0]["manifest"],
-                                    "scan_seconds": scan_seconds(session, seeded),
-                                    "join_seconds": join_seconds(session, seeded, args.events)}  # fmt: skip
+        seeds[keys_per_day] = WORK / f"seed-probe-{keys_per_day}"
+        figures = seed(session, seeds[keys_per_day], args.days, keys_per_day, args.buckets, filtered=True)
+        sizes[str(keys_per_day)] = {"filter_keys": figures["keys"], "seed": figures, "run_cpu_seconds": [],
+                                    "seconds": [], "scan_cpu_seconds": [], "join_cpu_seconds": {}}  # fmt: skip
+    for number in range(PROBE_ROUNDS):
+        for keys_per_day, seeded in seeds.items():
+            size = sizes[str(keys_per_day)]
+            if number < 2:
+                run = run_case(session, seeded, f"probe-{keys_per_day}", "daily", daily)[0]
+                size["run_cpu_seconds"].append(run["cpu_seconds"])
+                size["seconds"].append(run["seconds"])
+                size["manifest"] = run["manifest"]
+            size["scan_cpu_seconds"].append(scan_cpu(session, seeded))
+            for case, cpu in join_cpu(session, seeded).items():
+                size["join_cpu_seconds"].setdefault(case, []).append(cpu)
+        log(f"probe round {number + 1} of {PROBE_ROUNDS}")
     small, large = sizes[str(args.keys_per_day)], sizes[str(args.keys_per_day * 10)]
-    keys = large["filter_keys"] - small["filter_keys"]
-    slope = (min(large["seconds"]) - min(small["seconds"])) / keys
-    scan_slope = (min(large["scan_seconds"]) - min(small["scan_seconds"])) / keys
-    join_slope = (min(large["join_seconds"]) - min(small["join_seconds"])) / keys
-    return {"sizes": sizes, "cores": session.cores, "vcpu_ns_a_filter_key": round(slope * session.cores * 1e9, 1),
-            "vcpu_ns_a_filter_key_joined": round(join_slope * session.cores * 1e9, 1),
-            "vcpu_ns_a_filter_key_scanned": round(scan_slope * session.cores * 1e9, 1)}  # fmt: skip
+    keys: int = large["filter_keys"] - small["filter_keys"]
+    few, many = PROBE_IDS
+    near, far = PROBE_DAYS
+    join_all_days = f"{far}d {few}"
+
+    def best(size: dict[str, Any], key: str, case: str | None = None) -> float:
+        return float(min(size[key][case] if case else size[key]))
+
+    def per_filter_key(key: str) -> float:
+        return round((best(large, key) - best(small, key)) / float(keys) * 1e9, 1)
+
+    per_key = (best(large, "join_cpu_seconds", join_all_days) - best(small, "join_cpu_seconds", join_all_days)) / keys
+    # Per added id: its hashing, plus a probe of each past day read; the days' difference is the probes alone.
+    per_id = {days: (best(large, "join_cpu_seconds", f"{days}d {many}") - best(large, "join_cpu_seconds",
+                                                                               f"{days}d {few}")) / (many - few)
+              for days in PROBE_DAYS}  # fmt: skip
+    per_probe = (per_id[far] - per_id[near]) / (far - near)
+    return {
+        "sizes": sizes,
+        "cores": session.cores,
+        "vcpu_ns_a_filter_key": round(per_key * 1e9, 1),
+        "vcpu_ns_a_probe": round(per_probe * 1e9, 1),
+        "vcpu_ns_an_id_hashed": round((per_id[near] - near * per_probe) * 1e9, 1),
+        "vcpu_ns_a_filter_key_scanned": per_filter_key("scan_cpu_seconds"),
+        "vcpu_ns_a_filter_key_in_a_run": per_filter_key("run_cpu_seconds"),
+    }
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -211,14 +259,17 @@ def markdown(results: dict[str, Any]) -> str:
             )
     if "probe" in results:
         probe = results["probe"]
-        lines += ["", "| filter keys | daily run s (2 rounds) | the filters' join s (3) | their scan s (3) |",
-                  "|---:|---|---|---|"]  # fmt: skip
-        lines += [f"| {size['filter_keys']:,} | {' / '.join(str(t) for t in size['seconds'])} "
-                  f"| {' / '.join(str(t) for t in size['join_seconds'])} "
-                  f"| {' / '.join(str(t) for t in size['scan_seconds'])} |" for size in probe["sizes"].values()]  # fmt: skip
-        lines += ["", f"a filter key: {probe['vcpu_ns_a_filter_key']} vCPU-ns in a run, "
-                  f"{probe['vcpu_ns_a_filter_key_joined']} in the join alone, "
-                  f"{probe['vcpu_ns_a_filter_key_scanned']} scanned alone ({probe['cores']} cores)"]  # fmt: skip
+        cases = list(next(iter(probe["sizes"].values()))["join_cpu_seconds"])
+        lines += ["", "CPU seconds (best of the rounds):", "",
+                  "| filter keys | daily run | scan | " + " | ".join(f"join {c} ids" for c in cases) + " |",
+                  "|---:|---:|---:|" + "---:|" * len(cases)]  # fmt: skip
+        lines += [f"| {size['filter_keys']:,} | {min(size['run_cpu_seconds'])} | {min(size['scan_cpu_seconds'])} | "
+                  + " | ".join(str(min(size["join_cpu_seconds"][c])) for c in cases) + " |"
+                  for size in probe["sizes"].values()]  # fmt: skip
+        lines += ["", f"vCPU-ns: a filter key {probe['vcpu_ns_a_filter_key']} in the join "
+                  f"({probe['vcpu_ns_a_filter_key_scanned']} scanned alone, {probe['vcpu_ns_a_filter_key_in_a_run']} "
+                  f"in a whole run), a probe (an id, a past day) {probe['vcpu_ns_a_probe']}, an id hashed "
+                  f"{probe['vcpu_ns_an_id_hashed']}"]  # fmt: skip
     return "\n".join(lines)
 
 

@@ -56,14 +56,14 @@ class ManifestStats:
     bytes_read: int = 0
     keys_read: int = 0
     """Lake: entries the check read whole: every entry of the segments it reads whole, and every filter entry of
-    the past days it reads through their filters."""
+    the segments it reads through their filters."""
     live_keys: int = 0
     """Lake: entries of the segments that count for the run (what reading every one of them would read)."""
     filter_matches: int = 0
-    """Lake: (id, past day) pairs where the day's filter could not rule the batch's id out (each a look-up in
-    that day's bucket file of the id)."""
+    """Lake: (id, segment) pairs where the segment's filter could not rule the batch's id out (each a look-up in
+    that segment's bucket file of the id)."""
     lookup_files_read: int = 0
-    """Lake: bucket files of past days read for those look-ups (in `files_read` and `bytes_read`)."""
+    """Lake: bucket files of filtered segments read for those look-ups (in `files_read` and `bytes_read`)."""
     files_written: int = 0
     bytes_written: int = 0
 

@@ -28,13 +28,11 @@ folders no kept commit names (a run or compaction killed before its commit) are 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import uuid
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -42,10 +40,8 @@ from pyspark.sql import functions as F
 
 from jobs.contract import (
     LAKE_COLUMNS,
-    LAKE_COMMITS,
     LAKE_DESCRIPTOR,
     LAKE_FILTERS,
-    LAKE_FILTERS_V1,
     LAKE_SEGMENTS,
 )  # fmt: skip
 from jobs.errors import InvalidArgumentError
@@ -60,6 +56,7 @@ from jobs.manifest.base import (
     ManifestRun,
     ManifestStats,
 )  # fmt: skip
+from jobs.manifest.lake_commits import LakeLocation
 from jobs.manifest.lake_filter import (
     ENTRY_KEYS,
     FILTER_BITS,
@@ -70,12 +67,11 @@ from jobs.manifest.lake_filter import (
     register_by_segment,
     register_filters,
     spark_path_of,
+    worth_a_filter,
     write_filter,
 )  # fmt: skip
-from jobs.manifest.lake_integrity import Recorded, data_files, leftovers, verify_segments
+from jobs.manifest.lake_integrity import data_files
 from jobs.manifest.lake_state import (
-    FILTERS_KEY,
-    FILTERS_KEY_V1,
     FORMAT,
     VERSION,
     RunEntries,
@@ -85,8 +81,6 @@ from jobs.manifest.lake_state import (
 )
 
 DEFAULT_BUCKETS = 64
-COMMITS_KEPT = 100
-"""Older commit objects are deleted (each commit holds the whole state; the old ones are history only)."""
 _COLUMNS_SQL = ", ".join(f"{name} {kind}" for name, kind in LAKE_COLUMNS)
 
 
@@ -130,7 +124,7 @@ def keyed_pairs(pairs: DataFrame) -> DataFrame:
 
 
 @dataclass(frozen=True)
-class LakeManifest(Manifest):
+class LakeManifest(LakeLocation, Manifest):
     """`lake:PATH`: PATH a local folder or `s3://bucket/prefix`."""
 
     uri: str
@@ -138,21 +132,6 @@ class LakeManifest(Manifest):
     buckets_at_create: int = DEFAULT_BUCKETS
 
     # -- checking the location ---------------------------------------------------------------------------------
-
-    def descriptor(self) -> dict[str, Any] | None:
-        data = store.read_bytes(f"{self.root}/{LAKE_DESCRIPTOR}")
-        if data is None:
-            return None
-        try:
-            document: dict[str, Any] = json.loads(data)
-        except ValueError:
-            document = {}
-        if document.get("format") != FORMAT or document.get("version") != VERSION:
-            raise ManifestError(
-                f"manifest {self.uri}: {self.root}/{LAKE_DESCRIPTOR} is no {FORMAT} version {VERSION} descriptor; "
-                "point --manifest at a Winnow lake manifest, or at a new folder with --create"
-            )
-        return document
 
     def check(self) -> None:
         if self.descriptor() is None:
@@ -166,125 +145,7 @@ class LakeManifest(Manifest):
         if not store.create_if_absent(f"{self.root}/{LAKE_DESCRIPTOR}", json.dumps(document, indent=2).encode()):
             self.descriptor()  # it exists: say so if it is not ours; its bucket count stays
 
-    def buckets(self) -> int:
-        descriptor = self.descriptor()
-        assert descriptor is not None, "check() first"
-        return int(descriptor["buckets"])
-
-    # -- commits -----------------------------------------------------------------------------------------------
-
-    def state(self) -> State:
-        """The state the highest commit records (empty before the first)."""
-        commits = self._commit_numbers()
-        if not commits:
-            return State(commit=0, buckets=self.buckets())
-        data = store.read_bytes(self._commit_path(commits[-1]))
-        if data is None:
-            raise ManifestError(f"manifest {self.uri}: commit {commits[-1]} was listed but cannot be read")
-        return State.parse(json.loads(data))
-
-    def _commit_numbers(self) -> list[int]:
-        names = [file.path.rsplit("/", 1)[-1] for file in store.list_files(f"{self.root}/{LAKE_COMMITS}")]
-        return sorted(int(name.removesuffix(".json")) for name in names if name.removesuffix(".json").isdigit())
-
-    def _commit_path(self, number: int) -> str:
-        return f"{self.root}/{LAKE_COMMITS}/{number:010d}.json"
-
-    def commit(self, state: State, base: State, job: str, run_id: str) -> State:
-        """Write `state`, derived from the commit `base`, as the commit after it; then delete the segments `base`
-        had and `state` has not, and the commits older than the COMMITS_KEPT newest.
-
-        Raises:
-            ManifestError: the commit after `base` exists: another writer committed since `base` was read (only
-                possible when someone removed the writer lease of a live run); nothing is written or deleted.
-        """
-        new = replace(state, commit=base.commit + 1)
-        document = json.dumps(new.document(job, run_id), indent=1).encode("utf-8")
-        if not store.create_if_absent(self._commit_path(new.commit), document):
-            raise ManifestError(
-                f"manifest {self.uri}: commit {new.commit} was written by another writer while {job} run {run_id} "
-                "held the manifest's lease; nothing of this run was committed: run it again"
-            )
-        for name in sorted(set(base.segments) - set(new.segments)):
-            store.delete_folder(self._segment_path(name))
-        for name in sorted(set(base.filters) - set(new.filters)):
-            store.delete_folder(self._filter_path(name))
-        for number in self._commit_numbers()[:-COMMITS_KEPT]:
-            store.delete(self._commit_path(number))
-        self._remove_leftovers(new)
-        return new
-
-    def verify(self, state: State) -> int:
-        """Compare every segment `state` names with its files (`lake_integrity.verify_segments`); the files listed.
-
-        Raises:
-            ManifestDamagedError: a file is missing, differs or is in no commit (exit 1).
-        """
-        recorded = [
-            Recorded(name, self._segment_path(name), segment.files, segment.file_sizes)
-            for name, segment in sorted(state.segments.items())
-        ]
-        recorded += [
-            Recorded(f"{name}'s filter", self._filter_path(name), f.files, f.file_sizes)
-            for name, f in sorted(state.filters.items())
-        ]
-        return verify_segments(self.uri, state.commit, recorded)
-
-    def _remove_leftovers(self, current: State) -> None:
-        """Remove the segment folders no kept commit names (a run or compaction killed before its commit, or before
-        it deleted what its commit replaced). The lease makes this run the only writer and its own segments are
-        committed by now, so such a folder is no one's work in progress."""
-        unnamed = set(self._segment_names("")) - set(current.segments)
-        for name in leftovers(unnamed, lambda: self._named_by_kept_commits("segments")):
-            store.delete_folder(self._segment_path(name))
-        # The first filter layout's folders are named by no current commit: they go once no kept commit names them.
-        for under, key, named in ((LAKE_FILTERS, FILTERS_KEY, current.filters), (LAKE_FILTERS_V1, FILTERS_KEY_V1, {})):
-            unnamed = set(self._segment_names("", under)) - set(named)
-            for name in leftovers(unnamed, functools.partial(self._named_by_kept_commits, key)):
-                store.delete_folder(self._filter_path(name, under))
-
-    def _named_by_kept_commits(self, key: str) -> set[str] | None:
-        """The segments (`key` "segments") or segments' filters (FILTERS_KEY, or the first layout's) any kept commit
-        names; None when one cannot be read (then nothing is removed)."""
-        named: set[str] = set()
-        for number in self._commit_numbers():
-            data = store.read_bytes(self._commit_path(number))
-            try:
-                listed = json.loads(data or b"").get(key, [])
-                named.update(item["name"] if isinstance(item, dict) else item for item in listed)
-            except (ValueError, KeyError, TypeError, AttributeError):
-                return None
-        return named
-
     # -- segments ----------------------------------------------------------------------------------------------
-
-    def _segment_path(self, name: str) -> str:
-        return f"{self.root}/{LAKE_SEGMENTS}/segment={name}"
-
-    def _filter_path(self, name: str, under: str = LAKE_FILTERS) -> str:
-        return f"{self.root}/{under}/segment={name}"
-
-    def _segment_names(self, prefix: str, under: str = LAKE_SEGMENTS) -> list[str]:
-        """Names of the segment folders (committed or not; of filters with `under` LAKE_FILTERS) whose name starts
-        with `prefix`."""
-        folder = f"{self.root}/{under}"
-        local = store.local_path(folder)
-        marker = f"segment={prefix}"
-        if local is not None:
-            names = os.listdir(local) if os.path.isdir(local) else []
-        else:
-            bucket, key = store.s3_location(folder) or ("", "")
-            pages = (
-                store.s3_client()
-                .get_paginator("list_objects_v2")
-                .paginate(Bucket=bucket, Prefix=f"{key}/{marker}", Delimiter="/")
-            )
-            names = [
-                item["Prefix"].rstrip("/").rsplit("/", 1)[-1]
-                for page in pages
-                for item in page.get("CommonPrefixes", [])
-            ]
-        return [name.removeprefix("segment=") for name in names if name.startswith(marker)]
 
     def write_segment(self, entries: DataFrame, name: str, buckets: int) -> Segment:
         """Write `entries` (LAKE_COLUMNS) as segment `name`, one file per bucket; its record for the commit."""
@@ -454,12 +315,20 @@ class LakeManifest(Manifest):
         register_by_segment(spark, table, _COLUMNS_SQL, _bucketing(buckets), f"{self.root}/{LAKE_SEGMENTS}", segments)
 
     def record_run(self, entries: DataFrame, run: ManifestRun, state: State) -> Segment:
-        """Write a run's entries as a new segment and commit it as the run's (replacing an earlier attempt's);
-        then drop what expired and compact past days. The segment written."""
+        """Write a run's entries as a new segment (with its filter, if `worth_a_filter`) and commit it as the run's
+        (replacing an earlier attempt's); then drop what expired and compact past days. The segment written."""
         for leftover in sorted(set(self._segment_names(f"{run.run_id}.")) - set(state.segments)):
             store.delete_folder(self._segment_path(leftover))  # an attempt of this run that stopped before its commit
         name = f"{run.run_id}.{uuid.uuid4().hex[:8]}"
+        spark = entries.sparkSession
         segment = self.write_segment(entries, name, state.buckets)
+        filters = dict(state.filters)  # an earlier attempt's filter goes with its segment (expired_dropped)
+        # The same day's later runs read a segment of a row a bucket or more through its filter.
+        made = (
+            self.filter_of(spark, name, segment, state.buckets) if worth_a_filter(segment.keys, state.buckets) else None
+        )
+        if made is not None:
+            filters[name] = made
         segments = dict(state.segments)
         previous = state.runs.get(run.etl_time)
         if previous is not None and previous.segment in segments and segments[previous.segment].runs == (run.etl_time,):
@@ -467,9 +336,9 @@ class LakeManifest(Manifest):
         segments[name] = replace(segment, runs=(run.etl_time,), max_ttl=run.ttl)
         runs = {**state.runs, run.etl_time: RunEntries(run.etl_time, run.run_id, run.ttl, name)}
         committed = self.commit(
-            expired_dropped(replace(state, segments=segments, runs=runs)), state, run.job, run.run_id
+            expired_dropped(replace(state, segments=segments, runs=runs, filters=filters)), state, run.job, run.run_id
         )
-        self.compact(entries.sparkSession, committed, run)
+        self.compact(spark, committed, run)
         return segment
 
     def compact(self, spark: SparkSession, state: State, run: ManifestRun) -> State:

@@ -1,13 +1,14 @@
-"""Filters of the lake manifest's past days: a run reads a few bytes a key of them, not their entries.
+"""Filters of the lake manifest's segments: a run reads a few bytes a key of them, not their entries.
 
-A past day's segment (compacted, or the day's only one) gets a filter: per entry, the entry's bucket (the bucket
-file its exact entry is in) and FILTER_BITS bits of a second hash of its event id. The hashes are packed into rows
-of about KEYS_A_ROW: a row holds the sorted hashes of one bucket whose top `block_bits` bits are its `block`, so a
-run's cost is that of decoding the hashes, not of a row each (a row's cost in Spark's scan and join is the row's,
-whatever its bytes). Parquet's delta encoding (no dictionary) keeps each hash at about `FILTER_BITS - log2(entries
-in its bucket) + 2` bits. A run joins its pairs' (bucket, block) with the filters of the live past days in one
-bucketed join (the filters are read, never shuffled) and keeps the pairs whose hash is in the row; then it reads
-exact entries only from the bucket files of the segments where one of its pairs matched.
+A past day's segment (compacted, or the day's only one) gets a filter, and so does a run's segment of at least a
+row a bucket (`worth_a_filter`): per entry, the entry's bucket (the bucket file its exact entry is in) and
+FILTER_BITS bits of a second hash of its event id. The hashes are packed into rows of about KEYS_A_ROW: a row holds
+the sorted hashes of one bucket whose top `block_bits` bits are its `block`, so a run's cost is that of decoding
+the hashes, not of a row each (a row's cost in Spark's scan and join is the row's, whatever its bytes). Parquet's
+delta encoding (no dictionary) keeps each hash at about `FILTER_BITS - log2(entries in its bucket) + 2` bits. A run
+groups its ids' hashes by (bucket, block), joins them with the rows of the live filters in one bucketed join (the
+filters are read, never shuffled) and intersects each row's hashes with its block's; then it reads exact entries
+only from the bucket files of the segments where one of its ids matched.
 A filter can only say "certainly not here": an id delivered earlier always matches its own entry's hash, so
 decisions are those of reading every entry; a false match costs one bucket file read.
 
@@ -35,11 +36,13 @@ from jobs.fs import store
 FILTER_BITS = 40
 """Bits of the second hash kept a key: a pair matches a bucket file's filter by chance with probability about
 (entries in that file) / 2^FILTER_BITS; each chance match reads one bucket file."""
-ENTRY_BUCKETS_A_FILE = 16
+ENTRY_BUCKETS_A_FILE = 64
 """A filter file holds the rows of this many of the entries' buckets: a run reads every live filter file, and
-each costs a request or two, so a day's filter has a sixteenth of the entries' files (at least one)."""
+each costs a request or two, so a day's filter has a 64th of the entries' files (at least one; a run's join has
+as many tasks as the filters have files)."""
 KEYS_A_ROW = 32
-"""About this many hashes a filter row: fewer rows cost rows, more cost the copy of each matched row's hashes."""
+"""About this many hashes a filter row: fewer a row cost a row's overhead in the scan and the join each; more (64 to
+256 a row, measured) saved nothing."""
 FILTER_COLUMNS = (("bucket", "INT"), ("block", "INT"), ("hashes", "ARRAY<BIGINT>"))
 _COLUMNS_SQL = ", ".join(f"{name} {kind}" for name, kind in FILTER_COLUMNS)
 # Delta encoding of the sorted hashes: Parquet's V2 pages, and no dictionary (which random values would defeat).
@@ -113,6 +116,14 @@ def hashed(ids: DataFrame, buckets: int, bits: int, block_bits: int) -> DataFram
     )
 
 
+def worth_a_filter(keys: int, buckets: int) -> bool:
+    """Whether a run's segment of `keys` keys gets a filter of its own, in the run's commit: once it holds about a
+    row of KEYS_A_ROW hashes a bucket, the same day's later runs read a few bytes a key of it, and a file for
+    ENTRY_BUCKETS_A_FILE buckets instead of one a bucket; a smaller one is read whole for less than the filter's
+    own Spark job costs."""
+    return keys >= buckets * KEYS_A_ROW
+
+
 def file_buckets(buckets: int) -> int:
     """The filter files of a segment of `buckets` buckets."""
     return max(1, buckets // ENTRY_BUCKETS_A_FILE)
@@ -180,14 +191,17 @@ def filter_matches(
     `keyed`'s ids: one bucketed join; the filters are not shuffled (the join's keys need not all be the filters'
     bucketing keys)."""
     # Partitioned by the bucket alone, as the filters are: the join then reads each filter file in its own task.
-    hashes = hashed(keyed, buckets, kind.bits, kind.block_bits).repartition(kind.file_buckets, "bucket").distinct()
-    # The batch's hashes of a bucket are the hash table; the bucket's filter rows stream past it, unsorted.
+    hashes = hashed(keyed, buckets, kind.bits, kind.block_bits).repartition(kind.file_buckets, "bucket")
+    # A block's hashes of the batch in one row, the hash table's: each filter row meets at most one batch row and
+    # intersects the two arrays (hashing both once), however many of the batch's ids fall in its block.
+    by_block = hashes.groupBy("bucket", "block").agg(F.array_distinct(F.collect_list("h")).alias("ids"))
     matched = (
-        hashes.hint("shuffle_hash")
+        by_block.hint("shuffle_hash")
         .join(spark.table(table), ["bucket", "block"])
-        .where(F.array_contains("hashes", F.col("h")))
+        .select("segment", "bucket", F.size(F.array_intersect("hashes", "ids")).alias("matches"))
+        .where(F.col("matches") > 0)
         .groupBy("segment", "bucket")
-        .count()
+        .agg(F.sum("matches").alias("matches"))
     )
     setting = "spark.sql.requireAllClusterKeysForCoPartition"
     before = spark.conf.get(setting, "true") or "true"
@@ -196,7 +210,7 @@ def filter_matches(
         rows = matched.collect()
     finally:
         spark.conf.set(setting, before)
-    return sorted((row["segment"], row["bucket"], row["count"]) for row in rows)
+    return sorted((row["segment"], row["bucket"], row["matches"]) for row in rows)
 
 
 def bucket_of_file(name: str) -> int:

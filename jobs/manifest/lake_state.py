@@ -57,7 +57,8 @@ class State:
     segments: dict[str, Segment] = field(default_factory=dict)
     runs: dict[int, RunEntries] = field(default_factory=dict)
     filters: dict[str, Filter] = field(default_factory=dict)
-    """Per segment of a past day: its filter (`lake_filter`); a segment without one is read whole."""
+    """Per segment of a past day, or of a run of at least a row a bucket: its filter (`lake_filter`); a segment
+    without one is read whole."""
 
     def live_for(self, etl_time: int) -> dict[str, tuple[int, ...]]:
         """Segments holding entries that count at `etl_time`, each with the runs whose rows are stale in it (a

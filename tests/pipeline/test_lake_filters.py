@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from jobs.manifest import lake_filter
 from jobs.manifest.lake import id_halves
 from jobs.manifest.lake_filter import entry_bucket, filter_hash, filter_matches, register_filters, write_filter
 from jobs.manifest.lake_state import State
@@ -137,30 +139,64 @@ def test_past_days_are_read_through_their_filters_and_decide_as_read_whole(
     ] == [line("A", "a1")]
 
 
+def test_a_run_of_a_row_a_bucket_gets_its_filter_and_the_day_s_later_runs_read_through_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    root, out, settings = tmp_path / "manifest", tmp_path / "out", config(tmp_path, ttl_days=30)
+    first, later = "2026-11-01-01-00-00", "2026-11-01-02-00-00"
+    batch_1 = write_batch(tmp_path / "b1", [line("A", "a1"), line("B", "b1"), line("C", "c1"), line("D", "d1")])
+    # A/a1 again (natural), B as b2 (synthetic), E new: run 1's segment is today's, read through its filter.
+    batch_2 = write_batch(tmp_path / "b2", [line("A", "a1"), line("B", "b2"), line("E", "e1")])
+    # A row of one hash (KEYS_A_ROW 1): a run of 4 keys over 4 buckets gets a filter, one of 2 keys does not.
+    with mock.patch.object(lake_filter, "KEYS_A_ROW", 1):
+        run_1 = dedup(batch_1, out, first, f"lake:{root}", settings, "--create")
+        first_segment = commits(root)[-1]["runs"][0]["segment"]
+        assert sorted(commits(root)[-1]["segment_filters_v2"]) == [first_segment]
+        run_2 = dedup(batch_2, out, later, f"lake:{root}", settings)
+        # Run 2 read run 1's 4 keys as filter hashes, and exact entries only from the files holding A and B.
+        figures = manifest_figures(tmp_path, later)
+        read = files_holding(spark, root / "segments" / f"segment={first_segment}", "AB")
+        assert (figures["live_keys"], figures["keys_read"], figures["filter_matches"]) == (4, 4, 2)
+        assert figures["lookup_files_read"] == len(read)
+        redo = dedup(batch_1, out, first, f"lake:{root}", settings)
+
+    assert run_2["content"]["duplicates"] == [line("A", "a1")]
+    assert run_2["by_reason"]["duplicates"] == {"cross_batch_natural": 1}
+    assert run_2["synthetic"]["by_reason"] == {"in_batch_synthetic": 0, "cross_batch_synthetic": 1}
+    # The redo of run 1 decides as it did; its new segment has its own filter, and the replaced segment's filter
+    # went with it (from the commit and the disk); run 2's 2 keys got none.
+    assert redo == run_1
+    state = commits(root)[-1]
+    redone_segment = next(r["segment"] for r in state["runs"] if r["run_id"] == first)
+    assert redone_segment != first_segment
+    assert sorted(state["segment_filters_v2"]) == [redone_segment]
+    assert sorted(path.name for path in (root / "filters-v2").iterdir()) == [f"segment={redone_segment}"]
+
+
 def test_a_filter_packs_its_hashes_by_block_and_holds_every_key_written(spark: SparkSession, tmp_path: Path) -> None:
-    numbered = spark.range(6_000).select(
+    numbered = spark.range(24_000).select(
         "id", F.xxhash64("id").alias("id_hi"), F.xxhash64(F.lit(7), "id").alias("id_lo")
     )
-    ids, written = numbered.drop("id"), numbered.where(F.col("id") < 4_000).drop("id")
+    ids, written = numbered.drop("id"), numbered.where(F.col("id") < 16_000).drop("id")
     root, name = tmp_path / "filters-v2", "day-2026-11-01.0123abcd"
-    made = write_filter(written, 4_000, str(root / f"segment={name}"), buckets=32)
-    # About KEYS_A_ROW (32) hashes a row: 4,000 keys over 32 buckets is 2^2 blocks a bucket; 16 buckets a file.
-    assert (made.bits, made.block_bits, made.file_buckets, made.keys, made.files) == (40, 2, 2, 4_000, 2)
+    made = write_filter(written, 16_000, str(root / f"segment={name}"), buckets=128)
+    # About KEYS_A_ROW (32) hashes a row: 16,000 keys over 128 buckets is 2^2 blocks a bucket; 64 buckets a file.
+    assert (made.bits, made.block_bits, made.file_buckets, made.keys, made.files) == (40, 2, 2, 16_000, 2)
     rows = spark.read.parquet(str(root / f"segment={name}")).collect()
-    assert sum(len(row["hashes"]) for row in rows) == 4_000
+    assert sum(len(row["hashes"]) for row in rows) == 16_000
     assert all(row["hashes"] == sorted(row["hashes"]) for row in rows)
     assert all(hash_ >> (40 - 2) == row["block"] for row in rows for hash_ in row["hashes"])
-    assert len({(row["bucket"], row["block"]) for row in rows}) == len(rows) == 32 * 2**2
+    assert len({(row["bucket"], row["block"]) for row in rows}) == len(rows) == 128 * 2**2
 
     table = "winnow_filter_test"
     register_filters(spark, table, str(root), made.file_buckets, [name])
     try:
-        matches = filter_matches(spark, ids, table, 32, made)
+        matches = filter_matches(spark, ids, table, 128, made)
     finally:
         spark.sql(f"DROP TABLE {table}")
-    # Every written id is found in its bucket (a filter never rules out what it holds); the 2,000 others are not (a
+    # Every written id is found in its bucket (a filter never rules out what it holds); the 8,000 others are not (a
     # chance match of 40 bits among 125 keys a bucket: ~2e-7 here).
-    per_bucket = written.groupBy(entry_bucket(32).alias("bucket")).count().collect()
+    per_bucket = written.groupBy(entry_bucket(128).alias("bucket")).count().collect()
     assert matches == sorted((name, row["bucket"], row["count"]) for row in per_bucket)
 
 
