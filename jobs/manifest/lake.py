@@ -9,10 +9,14 @@ Apex Deduper, at warehouse scale). Layout under PATH (names in `jobs.contract`):
   (the event id's 128 bits), `fingerprint` (64-bit xxHash of the fingerprint), `etl_time`, `ttl` (epoch seconds).
   Spark's own bucketing (Murmur3 of the id, modulo the bucket count), so the join reads each bucket's files in
   its own task and only the batch's pairs are shuffled; the manifest never is, and full lines never are.
-- `_commits/NNNNNNNNNN.json`: the whole state (segments with their files' sizes, and which segment holds each
-  run's entries), created only if absent; the highest number is current. A run's entries count only once its
-  commit exists; files no commit names are never read. Before a check reads anything, the committed segments'
-  files are compared with the commit (`lake_integrity`): a damaged manifest stops the run.
+- `filters-v2/segment=NAME/`: a segment's filter (`lake_filter`): a few bytes a key, through which a run reads the
+  segment instead of its entries, looking up only the bucket files a filter cannot rule out. A past day's
+  segment has one, and a run's segment of at least a row a bucket (written with it, in the run's commit).
+- `_commits/NNNNNNNNNN.json`: the whole state (segments with their files' sizes, their filters, and which segment
+  holds each run's entries), created only if absent; the highest number is current (`lake_commits`). A run's
+  entries count only once its commit exists; files no commit names are never read. Before a check reads anything,
+  the committed segments' and filters' files are compared with the commit (`lake_integrity`): a damaged manifest
+  stops the run.
 
 Semantics are the other backends' (jobs/manifest/base.py): an entry counts against run R (time T) when
 `etl_time < T < ttl`; a rerun's commit replaces that run's entries; so redoing any run, in any order, gives the
@@ -22,8 +26,9 @@ compared by its 64-bit hash: two different fingerprints of one event id collide 
 
 Housekeeping happens in the commit of each run: segments whose entries all expired more than
 RETAIN_AFTER_EXPIRY_DAYS before the newest run are dropped whole (no per-key deletes), and a past UTC day's
-per-run segments are merged into one (compaction), so a run reads about one segment per day of TTL; segment
-folders no kept commit names (a run or compaction killed before its commit) are removed.
+per-run segments are merged into one (compaction) with a filter of its own, so a run reads about one filter per
+day of TTL; segment and filter folders no kept commit names (a run or compaction killed before its commit) are
+removed.
 """
 
 from __future__ import annotations
