@@ -327,7 +327,7 @@ class LakeManifest(LakeLocation, Manifest):
         name = f"{run.run_id}.{uuid.uuid4().hex[:8]}"
         spark = entries.sparkSession
         segment = self.write_segment(entries, name, state.buckets)
-        filters = dict(state.filters)  # an earlier attempt's filter goes with its segment (expired_dropped)
+        filters = dict(state.filters)  # an earlier attempt's filter goes with its segment, at the commit
         # The same day's later runs read a segment of a row a bucket or more through its filter.
         made = (
             self.filter_of(spark, name, segment, state.buckets) if worth_a_filter(segment.keys, state.buckets) else None
@@ -372,7 +372,6 @@ class LakeManifest(LakeLocation, Manifest):
                 spark.sql(f"DROP TABLE IF EXISTS {table}")
             for old in names:
                 del segments[old]
-                filters.pop(old, None)
             segments[name] = segment
             unfiltered.append(name)
             for etl_time in segment.runs:

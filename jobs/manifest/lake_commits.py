@@ -73,14 +73,16 @@ class LakeLocation:
         return f"{self.root}/{LAKE_COMMITS}/{number:010d}.json"
 
     def commit(self, state: State, base: State, job: str, run_id: str) -> State:
-        """Write `state`, derived from the commit `base`, as the commit after it; then delete the segments `base`
-        had and `state` has not, and the commits older than the COMMITS_KEPT newest.
+        """Write `state`, derived from the commit `base`, as the commit after it; then delete the segments (and
+        filters) `base` had and `state` has not, and the commits older than the COMMITS_KEPT newest. A filter goes
+        with its segment: a redo's replaced one, a compacted day's runs', an expired one.
 
         Raises:
             ManifestError: the commit after `base` exists: another writer committed since `base` was read (only
                 possible when someone removed the writer lease of a live run); nothing is written or deleted.
         """
-        new = replace(state, commit=base.commit + 1)
+        filters = {name: made for name, made in state.filters.items() if name in state.segments}
+        new = replace(state, commit=base.commit + 1, filters=filters)
         document = json.dumps(new.document(job, run_id), indent=1).encode("utf-8")
         if not store.create_if_absent(self._commit_path(new.commit), document):
             raise ManifestError(
@@ -113,8 +115,8 @@ class LakeLocation:
         return verify_segments(self.uri, state.commit, recorded)
 
     def _remove_leftovers(self, current: State) -> None:
-        """Remove the segment folders no kept commit names (a run or compaction killed before its commit, or before
-        it deleted what its commit replaced). The lease makes this run the only writer and its own segments are
+        """Remove the segment and filter folders no kept commit names (a run or compaction killed before its commit,
+        or before it deleted what its commit replaced). The lease makes this run the only writer and its own segments are
         committed by now, so such a folder is no one's work in progress."""
         unnamed = set(self._segment_names("")) - set(current.segments)
         for name in leftovers(unnamed, lambda: self._named_by_kept_commits("segments")):

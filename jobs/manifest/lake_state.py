@@ -112,5 +112,4 @@ def expired_dropped(state: State) -> State:
     cutoff = max(state.runs) - RETAIN_AFTER_EXPIRY_DAYS * SECONDS_PER_DAY
     segments = {name: s for name, s in state.segments.items() if s.max_ttl > cutoff}
     runs = {t: r for t, r in state.runs.items() if r.segment in segments}
-    filters = {name: f for name, f in state.filters.items() if name in segments}
-    return replace(state, segments=segments, runs=runs, filters=filters)
+    return replace(state, segments=segments, runs=runs)  # their filters go at the commit
