@@ -48,7 +48,8 @@ def seed(session: Session, path: Path, days: int, keys_per_day: int, buckets: in
     manifest = open_manifest(f"lake:{path}", buckets=buckets)
     assert isinstance(manifest, LakeManifest)
     manifest.create()
-    segments, runs, filters = {}, {}, {}
+    segments, filters = {}, {}
+    runs: dict[int | str, RunEntries] = {}
     start = epoch(DAY_START)
     for day in range(days, 0, -1):
         etl_time = start - day * DAY + 12 * 3600

@@ -262,7 +262,8 @@ def seed_lake(spark: Any, path: Path, buckets: int, days: int, keys_per_day: int
     manifest = open_manifest(f"lake:{path}", buckets=buckets)
     manifest.create()
     manifest.check()
-    segments, runs = {}, {}
+    segments: dict[str, Any] = {}
+    runs: dict[int | str, RunEntries] = {}
     started = time.monotonic()
     for day, (run_id, etl_time, ttl) in enumerate(seeded_days(days)):
         name = f"{run_id}.{uuid.uuid4().hex[:8]}"

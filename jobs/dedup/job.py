@@ -36,6 +36,7 @@ from jobs.fs.run_folder import RunFolder
 from jobs.fs.runs import run_timestamp
 from jobs.incremental.ledger import Plan, Window, plan_run, record_read
 from jobs.manifest import Manifest, ManifestCheck, ManifestRun, ManifestStats, open_manifest
+from jobs.manifest.base import run_key
 from jobs.manifest.unfinished import RegisteredRun, run_register
 from jobs.manifest.writer_lease import writer_lease
 
@@ -134,8 +135,12 @@ def run(
             run_id, int(run_time.timestamp()), ManifestRun.of(run_id, run_time, config.manifest.ttl_days).ttl,
             folder.path, redo or _redo_command(input_path, output_path, run_id, incremental is not None),
         )  # fmt: skip
+        # The run's identity is its folder: another pipeline's run of the same id on this manifest is another run.
+        key = run_key(folder.path, run_id)
+        replaces = False  # an earlier attempt may have recorded pairs its batch no longer has: removed at the end
         if register is not None and manifest is not None:
-            register.require_no_unfinished(run_id, manifest.uri, FileSystem(spark).exists)
+            register.require_no_unfinished(key, manifest.uri, FileSystem(spark).exists)
+            replaces = register.entry(key) is not None or FileSystem(spark).exists(folder.path)
 
         def register_run() -> None:
             if register is not None:
@@ -152,7 +157,7 @@ def run(
             )
         with folder.writing():
             summary = _run_in_folder(spark, config, input_path, folder, run_time, manifest, plan, progress,
-                                     register_run)  # fmt: skip
+                                     register_run, replaces)  # fmt: skip
             if summary["manifest"] is not None and pacing is not None:
                 summary["manifest"]["pacing"] = pacing
             summary["started_at"] = started_at.isoformat(timespec="seconds")
@@ -161,7 +166,7 @@ def run(
             folder.write_json(contract.SUMMARY, summary)
             folder.seal()
             if register is not None:
-                register.complete(run_id)
+                register.complete(registered)
     return summary
 
 
@@ -184,11 +189,14 @@ def _run_in_folder(
     plan: Plan | None,
     progress: Progress,
     before_manifest_write: Callable[[], None],
+    replaces: bool = False,
 ) -> dict[str, Any]:
     """Read, decide and write the run's lines into its folder (held); the summary without its times."""
     skipped = [UnreadableFile(qualified(s.file.path), s.file.size, s.error) for s in plan.skipped] if plan else []
     source = open_input(spark, input_path, plan.paths if plan else None, skipped)
-    summary, source = _deduplicate(spark, config, source, folder, run_time, manifest, progress, before_manifest_write)
+    summary, source = _deduplicate(
+        spark, config, source, folder, run_time, manifest, progress, before_manifest_write, replaces
+    )
     if plan is not None:  # before _SUCCESS: the entry says what the run read (a changed file stops it here)
         plan = record_read(plan, source.skipped_of(plan.paths))
     summary.update(
@@ -223,6 +231,7 @@ def _deduplicate(
     manifest: Manifest | None,
     progress: Progress,
     before_manifest_write: Callable[[], None] = lambda: None,
+    replaces: bool = False,
 ) -> tuple[dict[str, Any], Input]:
     """Decide and write every line into the run folder; the counts and manifest parts of the summary, and the input
     as read (less any file skipped as unreadable).
@@ -251,7 +260,13 @@ def _deduplicate(
             before_manifest_write()
             check = manifest.check_pairs(
                 delivered_pairs(events),
-                ManifestRun.of(folder.run_id, run_time, config.manifest.ttl_days),
+                ManifestRun.of(
+                    folder.run_id,
+                    run_time,
+                    config.manifest.ttl_days,
+                    run_key=run_key(folder.path, folder.run_id),
+                    replaces=replaces,
+                ),
                 config.manifest.cross_batch_synthetic,
             )
             progress("deciding the bad lines, the repeated ids and the ids the manifest had seen")

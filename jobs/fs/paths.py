@@ -26,6 +26,11 @@ def _normalized(path: str) -> str:
     return f"{scheme}://{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/")
 
 
+def normalized(path: str) -> str:
+    """`path` as one place is always named (`_normalized`): for keys derived from a path, such as a run's."""
+    return _normalized(path)
+
+
 def overlapping(first: str, second: str) -> bool:
     """True when the two paths are the same, or one is inside the other."""
     a, b = _normalized(first), _normalized(second)

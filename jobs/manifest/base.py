@@ -13,6 +13,7 @@ is not guaranteed to give its first output.
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from jobs.errors import WinnowError
+from jobs.fs.paths import normalized
 
 SECONDS_PER_DAY = 86_400
 
@@ -101,19 +103,47 @@ class ManifestCheck:
     release: Callable[[], None]
 
 
+def run_key(folder: str, run_id: str) -> str:
+    """The identity of a run: its run folder (output root + run id), as `RUN_ID~HASH` (HASH 16 hex digits of the
+    normalized folder path; the run id for people). Two pipelines running one run id on one manifest have two
+    keys; the same folder named two ways (a trailing `/`, `s3a://`, a relative path) has one."""
+    digest = hashlib.sha256(normalized(folder).encode("utf-8")).hexdigest()[:16]
+    return f"{run_id}~{digest}"
+
+
 @dataclass(frozen=True)
 class ManifestRun:
-    """The run that checks and records: its id, its `etl_time` and the `ttl` its entries get (epoch seconds)."""
+    """The run that checks and records: its id, its `etl_time` and the `ttl` its entries get (epoch seconds).
+
+    `run_key` (`run_key()`) is stored with each entry the run records and decides which entries are the run's own:
+    an entry of the same `etl_time` with another run key was delivered by another run (another pipeline's run of
+    the same second); an entry without one (written before run keys, by populate-manifest or Snowplow's tooling)
+    is the run's own, as before. "" (populate-manifest): the run records no key. `replaces`: an earlier attempt of
+    this run key may have recorded pairs; those its batch no longer has are removed before it completes.
+    """
 
     run_id: str
     etl_time: int
     ttl: int
     job: str = "dedup"
+    run_key: str = ""
+    replaces: bool = False
 
     @staticmethod
-    def of(run_id: str, run_time: datetime, ttl_days: int, job: str = "dedup") -> ManifestRun:
+    def of(
+        run_id: str, run_time: datetime, ttl_days: int, job: str = "dedup", run_key: str = "", replaces: bool = False
+    ) -> ManifestRun:
         etl_time = int(run_time.timestamp())
-        return ManifestRun(run_id=run_id, etl_time=etl_time, ttl=etl_time + ttl_days * SECONDS_PER_DAY, job=job)
+        return ManifestRun(
+            run_id=run_id, etl_time=etl_time, ttl=etl_time + ttl_days * SECONDS_PER_DAY, job=job, run_key=run_key,
+            replaces=replaces,
+        )  # fmt: skip
+
+
+def others_entry(entry_time: int, entry_key: str | None, etl_time: int, key: str) -> bool:
+    """True when an entry written at `entry_time` by run key `entry_key` (None: none recorded) was delivered by a
+    run other than the one of `etl_time` and `key`, at the same second: a duplicate for it, not its own."""
+    return entry_time == etl_time and bool(entry_key) and bool(key) and entry_key != key
 
 
 class ManifestClient(ABC):
@@ -123,27 +153,34 @@ class ManifestClient(ABC):
         self.stats = ManifestStats()
 
     @abstractmethod
-    def put(self, event_id: str, fingerprint: str, etl_time: int, ttl: int) -> bool:
-        """Record the pair; True when it is new, this or a later run's, or expired; False when an earlier run has it."""
+    def put(self, event_id: str, fingerprint: str, etl_time: int, ttl: int, run_key: str = "") -> bool:
+        """Record the pair; True when it is new, this or a later run's, or expired; False when an earlier run has it
+        (or another run key of the same second: `others_entry`)."""
 
     @abstractmethod
-    def earlier_fingerprints(self, event_id: str, etl_time: int) -> set[str]:
-        """Fingerprints of `event_id` recorded by earlier runs (smaller etl_time) and not expired at `etl_time`."""
+    def earlier_fingerprints(self, event_id: str, etl_time: int, run_key: str = "") -> set[str]:
+        """Fingerprints of `event_id` recorded by earlier runs (smaller etl_time, or another run key of the same
+        second) and not expired at `etl_time`."""
 
     def check_ids(
-        self, ids: Iterable[tuple[str, list[str]]], etl_time: int, ttl: int, detect_synthetic: bool
+        self, ids: Iterable[tuple[str, list[str]]], etl_time: int, ttl: int, detect_synthetic: bool, run_key: str = ""
     ) -> Iterable[tuple[str, list[str], IdResult]]:
         """Check-and-set every (id, fingerprints) of a partition. Backends may override to batch or parallelize."""
         for event_id, fingerprints in ids:
-            yield event_id, fingerprints, self.check_id(event_id, fingerprints, etl_time, ttl, detect_synthetic)
+            yield (
+                event_id,
+                fingerprints,
+                self.check_id(event_id, fingerprints, etl_time, ttl, detect_synthetic, run_key),
+            )
 
     def check_id(
-        self, event_id: str, fingerprints: list[str], etl_time: int, ttl: int, detect_synthetic: bool
-    ) -> IdResult:
+        self, event_id: str, fingerprints: list[str], etl_time: int, ttl: int, detect_synthetic: bool,
+        run_key: str = "",
+    ) -> IdResult:  # fmt: skip
         # Look before writing: afterwards this run's own writes would be among the answers (they are
-        # excluded by etl_time anyway, so a rerun, or Spark recomputing a task, gets the same answer).
-        earlier = self.earlier_fingerprints(event_id, etl_time) if detect_synthetic else set()
-        seen = frozenset(fp for fp in fingerprints if not self.put(event_id, fp, etl_time, ttl))
+        # excluded by etl_time and run key anyway, so a rerun, or Spark recomputing a task, gets the same answer).
+        earlier = self.earlier_fingerprints(event_id, etl_time, run_key) if detect_synthetic else set()
+        seen = frozenset(fp for fp in fingerprints if not self.put(event_id, fp, etl_time, ttl, run_key))
         return IdResult(seen=seen, earlier_other=bool(earlier - set(fingerprints)))
 
     def close(self) -> None:  # noqa: B027  (optional hook)

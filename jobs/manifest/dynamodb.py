@@ -1,7 +1,9 @@
 """The DynamoDB events manifest, item-compatible with Snowplow's: an existing table can be reused.
 
 Table: partition key `eventId` (S), sort key `fingerprint` (S), TTL on `ttl`. Item: `eventId`, `fingerprint`,
-`etlTime` (N, epoch seconds of the run), `ttl` (N). Numbers are written as text, so they are 64-bit.
+`etlTime` (N, epoch seconds of the run), `ttl` (N), and Winnow's `runKey` (S, the run that recorded it: another
+run of the same second delivered it; items without one, Snowplow's or older, keep the rule by `etlTime` alone).
+Numbers are written as text, so they are 64-bit.
 Throttling slows a run, it does not fail it (`paced`, `DynamoDbClient`):
 - pacing: the driver reads the table's capacity (provisioned units, or on-demand's maximum or warm throughput,
   else the documented 4,000 writes and 12,000 reads per second of a new on-demand table) and divides it by the
@@ -38,14 +40,22 @@ from jobs.contract import (
     DYNAMODB_SORT_KEY,
     DYNAMODB_TTL,
 )
-from jobs.manifest.base import IdResult, ManifestClient, ManifestError
+from jobs.manifest.base import IdResult, ManifestClient, ManifestError, others_entry
 from jobs.manifest.requests import RequestManifest
 
 # A put succeeds for a new pair, a pair this run or a LATER run wrote (the item then keeps this, the earliest,
 # delivery: a run's decisions depend only on earlier runs, so redoing runs in any order gives the same output),
 # or an expired pair (TTL deletion is lazy in DynamoDB, so an expired item can still be there).
 ID, FINGERPRINT, ETL_TIME, TTL = DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_ETL_TIME, DYNAMODB_TTL
-PUT_CONDITION = f"attribute_not_exists({ID}) OR {ETL_TIME} >= :etl OR #ttl <= :etl"
+RUN_KEY = "runKey"
+PUT_CONDITION = (
+    f"attribute_not_exists({ID}) OR {ETL_TIME} > :etl OR #ttl <= :etl OR "
+    f"({ETL_TIME} = :etl AND (attribute_not_exists({RUN_KEY}) OR {RUN_KEY} = :key))"
+)
+"""A run with a run key: an item of its second passes only when it is its own or has no key (see base.others_entry)."""
+PUT_CONDITION_WITHOUT_KEY = f"attribute_not_exists({ID}) OR {ETL_TIME} >= :etl OR #ttl <= :etl"
+"""A run without one (populate-manifest): every item of its second is its own, as before run keys."""
+OWN_ITEMS = f"{RUN_KEY} = :key OR (attribute_not_exists({RUN_KEY}) AND {ETL_TIME} = :etl)"
 THROTTLING_CODES = {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
 # DynamoDB's transient server errors, to be retried (AWS: "Error handling with DynamoDB"); a 500 or 503 counts
 # whatever its code (a proxy or load balancer in between answers with its own).
@@ -256,6 +266,44 @@ class DynamoDbManifest(RequestManifest):
     def client(self) -> ManifestClient:
         return self.dynamodb_client()
 
+    def own_pairs(self, run_key: str, legacy_etl_time: int | None = None) -> list[tuple[str, str]]:
+        """A Scan of the table, filtered by the run key: done only for a redo (or an abandon), which are rare. The
+        alternative, recording each attempt's pairs beside its register entry, would cost every run a write of its
+        whole batch for the sake of the few that are redone with less input."""
+        client = self.dynamodb_client()
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": OWN_ITEMS,
+            "ProjectionExpression": "#id, #fp",
+            "ExpressionAttributeNames": {"#id": ID, "#fp": FINGERPRINT},
+            "ExpressionAttributeValues": {":key": {"S": run_key}, ":etl": {"N": str(legacy_etl_time or -1)}},
+            "ConsistentRead": True,
+        }
+        pairs: list[tuple[str, str]] = []
+        with self._environment_errors():
+            while True:
+                page = client.call("scan", None, **request)
+                pairs += [(item[ID]["S"], item[FINGERPRINT]["S"]) for item in page.get("Items", [])]
+                if "LastEvaluatedKey" not in page:
+                    return pairs
+                request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def remove_pairs(self, run_key: str, pairs: list[tuple[str, str]], legacy_etl_time: int | None = None) -> int:
+        client = self.dynamodb_client()
+        values = {":key": {"S": run_key}, ":etl": {"N": str(legacy_etl_time or -1)}}
+        removed = 0
+        with self._environment_errors():
+            for event_id, fingerprint in pairs:
+                # Only while it is still this run's: never an item another run has taken since.
+                with contextlib.suppress(client.client.exceptions.ConditionalCheckFailedException):
+                    client.call(
+                        "delete_item", client.writes, TableName=self.table,
+                        Key={ID: {"S": event_id}, FINGERPRINT: {"S": fingerprint}},
+                        ConditionExpression=OWN_ITEMS, ExpressionAttributeValues=values,
+                    )  # fmt: skip
+                    removed += 1
+        return removed
+
     def dynamodb_client(self) -> DynamoDbClient:
         return DynamoDbClient(
             self._client(max_pool_connections=self.concurrency),
@@ -342,17 +390,21 @@ class DynamoDbClient(ManifestClient):
             for name, count in counts.items():
                 setattr(self.stats, name, getattr(self.stats, name) + count)
 
-    def put(self, event_id: str, fingerprint: str, etl_time: int, ttl: int) -> bool:
+    def put(self, event_id: str, fingerprint: str, etl_time: int, ttl: int, run_key: str = "") -> bool:
+        item = {ID: {"S": event_id}, FINGERPRINT: {"S": fingerprint},
+                ETL_TIME: {"N": str(etl_time)}, TTL: {"N": str(ttl)}}  # fmt: skip
+        values = {":etl": {"N": str(etl_time)}}
+        if run_key:
+            item[RUN_KEY] = values[":key"] = {"S": run_key}
         try:
             response = self.call(
                 "put_item",
                 self.writes,
                 TableName=self.table,
-                Item={ID: {"S": event_id}, FINGERPRINT: {"S": fingerprint},
-                      ETL_TIME: {"N": str(etl_time)}, TTL: {"N": str(ttl)}},
-                ConditionExpression=PUT_CONDITION,
+                Item=item,
+                ConditionExpression=PUT_CONDITION if run_key else PUT_CONDITION_WITHOUT_KEY,
                 ExpressionAttributeNames={"#ttl": TTL},
-                ExpressionAttributeValues={":etl": {"N": str(etl_time)}},
+                ExpressionAttributeValues=values,
                 ReturnConsumedCapacity="TOTAL",
             )  # fmt: skip
         except self.client.exceptions.ConditionalCheckFailedException as err:
@@ -361,12 +413,12 @@ class DynamoDbClient(ManifestClient):
         self._account(response, puts=1)
         return True
 
-    def earlier_fingerprints(self, event_id: str, etl_time: int) -> set[str]:
+    def earlier_fingerprints(self, event_id: str, etl_time: int, run_key: str = "") -> set[str]:
         found: set[str] = set()
         request: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": f"{ID} = :id",
-            "ProjectionExpression": f"{FINGERPRINT}, {ETL_TIME}, #ttl",
+            "ProjectionExpression": f"{FINGERPRINT}, {ETL_TIME}, #ttl, {RUN_KEY}",
             "ExpressionAttributeNames": {"#ttl": TTL},
             "ExpressionAttributeValues": {":id": {"S": event_id}},
             "ReturnConsumedCapacity": "TOTAL",
@@ -375,19 +427,22 @@ class DynamoDbClient(ManifestClient):
             response = self.call("query", self.queries, **request)
             self._account(response, queries=1)
             for item in response["Items"]:
-                if int(item[ETL_TIME]["N"]) < etl_time and int(item[TTL]["N"]) > etl_time:
+                written, key = int(item[ETL_TIME]["N"]), item.get(RUN_KEY, {}).get("S")
+                if int(item[TTL]["N"]) > etl_time and (
+                    written < etl_time or others_entry(written, key, etl_time, run_key)
+                ):
                     found.add(item[FINGERPRINT]["S"])
             if "LastEvaluatedKey" not in response:
                 return found
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def check_ids(
-        self, ids: Iterable[tuple[str, list[str]]], etl_time: int, ttl: int, detect_synthetic: bool
+        self, ids: Iterable[tuple[str, list[str]]], etl_time: int, ttl: int, detect_synthetic: bool, run_key: str = ""
     ) -> Iterable[tuple[str, list[str], IdResult]]:
         # Bounded concurrency: `concurrency` requests in flight per worker, a few chunks' worth of ids held
         # at a time, results in input order.
         def check(item: tuple[str, list[str]]) -> tuple[str, list[str], IdResult]:
-            return item[0], item[1], self.check_id(item[0], item[1], etl_time, ttl, detect_synthetic)
+            return item[0], item[1], self.check_id(item[0], item[1], etl_time, ttl, detect_synthetic, run_key)
 
         pending = iter(ids)
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:

@@ -188,7 +188,7 @@ class LakeManifest(LakeLocation, Manifest):
         state = self.state()
         self.verify(state)  # before anything is read or written: a damaged manifest would decide silently
         buckets = state.buckets
-        live = state.live_for(run.etl_time)
+        live = state.live_for(run.etl_time, run.run_key)
         whole = {name: stale for name, stale in live.items() if name not in state.filters}
         filtered = {name: stale for name, stale in live.items() if name in state.filters}
         # Distinct by the entry's key: the id's bits are the id, and two fingerprints of an id share a hash with
@@ -208,7 +208,8 @@ class LakeManifest(LakeLocation, Manifest):
             lookup_files_read=len(lookups),
         )  # fmt: skip
         table = f"winnow_lake_{uuid.uuid4().hex}" if whole else None
-        joined = self._with_earlier(keyed, run, buckets, table, whole, filtered, sorted(lookups))
+        same_second = sorted(state.same_second(run.etl_time, run.run_key))
+        joined = self._with_earlier(keyed, run, buckets, table, whole, filtered, sorted(lookups), same_second)
         earlier_fp = F.col("earlier_fp")
         flagged = joined.groupBy(*keyed.columns).agg(
             F.coalesce(F.max(earlier_fp == F.col("fp_hash")), F.lit(False)).alias("natural"),
@@ -260,12 +261,17 @@ class LakeManifest(LakeLocation, Manifest):
         whole: dict[str, tuple[int, ...]],
         filtered: dict[str, tuple[int, ...]],
         lookups: list[str],
+        same_second: list[str],
     ) -> DataFrame:
         """`keyed` with `earlier_fp`: a row per entry that counts against `run` for its id (one with a null when
         none does), from the segments read whole (`whole`, registered as `table`) and the bucket files of the
-        filtered segments their filters could not rule out (`lookups`)."""
+        filtered segments their filters could not rule out (`lookups`); in the `same_second` segments (other runs
+        of the run's second) the entries of its second count too."""
         spark = keyed.sparkSession
-        counts = (F.col("etl_time") < run.etl_time) & (F.col("ttl") > run.etl_time)
+        before = F.col("etl_time") < run.etl_time
+        if same_second:
+            before = before | F.col("segment").isin(*same_second)
+        counts = before & (F.col("ttl") > run.etl_time)
         if table is None:
             joined = keyed.select("*", F.lit(None).cast("long").alias("earlier_fp"))
         else:
@@ -334,17 +340,41 @@ class LakeManifest(LakeLocation, Manifest):
         )
         if made is not None:
             filters[name] = made
-        segments = dict(state.segments)
-        previous = state.runs.get(run.etl_time)
-        if previous is not None and previous.segment in segments and segments[previous.segment].runs == (run.etl_time,):
-            del segments[previous.segment]  # this run's earlier attempt: replaced whole
+        segments, runs = self._without_run(state, run)  # this run's earlier attempt: replaced whole
         segments[name] = replace(segment, runs=(run.etl_time,), max_ttl=run.ttl)
-        runs = {**state.runs, run.etl_time: RunEntries(run.etl_time, run.run_id, run.ttl, name)}
+        own = RunEntries(run.etl_time, run.run_id, run.ttl, name, run.run_key or None)
+        runs[own.key] = own
         committed = self.commit(
             expired_dropped(replace(state, segments=segments, runs=runs, filters=filters)), state, run.job, run.run_id
         )
         self.compact(spark, committed, run)
         return segment
+
+    @staticmethod
+    def _without_run(state: State, run: ManifestRun) -> tuple[dict[str, Segment], dict[int | str, RunEntries]]:
+        """`state`'s segments and runs without the run's own entries (by run key; entries recorded without one at its
+        second are its own too): a segment of its second that no other run's entries are in goes whole; in a
+        merged one its rows are stale from then on."""
+        segments, runs = dict(state.segments), dict(state.runs)
+        for key, entries in state.runs.items():
+            if entries.owned_by(run.etl_time, run.run_key):
+                del runs[key]
+        for name in {e.segment for e in state.runs.values() if e.owned_by(run.etl_time, run.run_key)}:
+            others = any(entries.segment == name for entries in runs.values())
+            if name in segments and segments[name].runs == (run.etl_time,) and not others:
+                del segments[name]
+        return segments, runs
+
+    def abandon(self, run: ManifestRun) -> int:
+        """Remove the run's entries (its segment, or its rows of a merged one) in a commit; how many runs' entries
+        were removed (0: none recorded)."""
+        state = self.state()
+        self.verify(state)
+        segments, runs = self._without_run(state, run)
+        if len(runs) == len(state.runs):
+            return 0
+        self.commit(replace(state, segments=segments, runs=runs), state, "manifest abandon", run.run_id)
+        return len(state.runs) - len(runs)
 
     def compact(self, spark: SparkSession, state: State, run: ManifestRun) -> State:
         """Merge each past UTC day's segments (before the day of `run`) into one segment, give each past day's
@@ -374,8 +404,9 @@ class LakeManifest(LakeLocation, Manifest):
                 del segments[old]
             segments[name] = segment
             unfiltered.append(name)
-            for etl_time in segment.runs:
-                runs[etl_time] = replace(runs[etl_time], segment=name)
+            for key, entries in list(runs.items()):
+                if entries.segment in names:
+                    runs[key] = replace(entries, segment=name)
         for name in unfiltered:
             if (made := self.filter_of(spark, name, segments[name], state.buckets)) is not None:
                 filters[name] = made

@@ -18,7 +18,7 @@ from jobs.contract import LAKE_COMMITS, LAKE_DESCRIPTOR, LAKE_FILTERS, LAKE_FILT
 from jobs.fs import store
 from jobs.manifest.base import ManifestError
 from jobs.manifest.lake_integrity import Recorded, leftovers, verify_segments
-from jobs.manifest.lake_state import FILTERS_KEY, FILTERS_KEY_V1, FORMAT, VERSION, State
+from jobs.manifest.lake_state import FILTERS_KEY, FILTERS_KEY_V1, FORMAT, READABLE_VERSIONS, VERSION, State
 
 COMMITS_KEPT = 100
 """Older commit objects are deleted (each commit holds the whole state; the old ones are history only)."""
@@ -41,7 +41,7 @@ class LakeLocation:
             document: dict[str, Any] = json.loads(data)
         except ValueError:
             document = {}
-        if document.get("format") != FORMAT or document.get("version") != VERSION:
+        if document.get("format") != FORMAT or document.get("version") not in READABLE_VERSIONS:
             raise ManifestError(
                 f"manifest {self.uri}: {self.root}/{LAKE_DESCRIPTOR} is no {FORMAT} version {VERSION} descriptor; "
                 "point --manifest at a Winnow lake manifest, or at a new folder with --create"
@@ -83,6 +83,7 @@ class LakeLocation:
         """
         filters = {name: made for name, made in state.filters.items() if name in state.segments}
         new = replace(state, commit=base.commit + 1, filters=filters)
+        self._upgrade_descriptor()
         document = json.dumps(new.document(job, run_id), indent=1).encode("utf-8")
         if not store.create_if_absent(self._commit_path(new.commit), document):
             raise ManifestError(
@@ -97,6 +98,15 @@ class LakeLocation:
             store.delete(self._commit_path(number))
         self._remove_leftovers(new)
         return new
+
+    def _upgrade_descriptor(self) -> None:
+        """A lake of an earlier version says VERSION from its first commit by this one on: an older Winnow then
+        refuses it (`descriptor`) instead of misreading a commit it does not know."""
+        descriptor = self.descriptor()
+        if descriptor is not None and descriptor.get("version") != VERSION:
+            store.write_bytes(
+                f"{self.root}/{LAKE_DESCRIPTOR}", json.dumps({**descriptor, "version": VERSION}, indent=2).encode()
+            )
 
     def verify(self, state: State) -> int:
         """Compare every segment `state` names with its files (`lake_integrity.verify_segments`); the files listed.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from pyspark import StorageLevel
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
@@ -13,16 +13,26 @@ from jobs.enriched.parse import UUID_PATTERN
 from jobs.manifest.base import ManifestError
 from jobs.manifest.lake import LakeManifest, id_halves
 from jobs.manifest.lake_state import RunEntries, State
+from jobs.manifest.unfinished import DYNAMODB_RUNS_KEY
+from jobs.manifest.writer_lease import LEASE_KEY
+
+LEASE_ID = LEASE_KEY[DYNAMODB_PARTITION_KEY]["S"]
+
+
+class ExportInFlightError(ManifestError):
+    """The export holds a run that has not completed, or the writer lease: moving it would drop that state."""
 
 
 def import_dynamodb_export(manifest: LakeManifest, spark: SparkSession, export: str, run_id: str) -> dict[str, int]:
     """Load a DynamoDB manifest table's export to S3 (DynamoDB JSON, from `aws dynamodb
     export-table-to-point-in-time`: its `data/` folder of `.json.gz` files) into this empty lake manifest, as
     one segment; each item keeps its `etlTime` and `ttl`. The counts: items read, entries written, items
-    skipped (no UUID event id, such as the writer-lease item, or no fingerprint/etlTime/ttl).
+    skipped (no UUID event id, or no fingerprint/etlTime/ttl).
 
     Raises:
         ManifestError: the lake manifest already holds entries (import first, then run).
+        ExportInFlightError: the export holds a register entry (a run that recorded events and has not completed) or
+            the writer lease (a run was writing when it was exported): nothing is written.
     """
     state = manifest.state()
     if state.runs:
@@ -32,9 +42,11 @@ def import_dynamodb_export(manifest: LakeManifest, spark: SparkSession, export: 
         )
     schema = (
         f"Item struct<{DYNAMODB_PARTITION_KEY}: struct<S: string>, {DYNAMODB_SORT_KEY}: struct<S: string>, "
-        f"{DYNAMODB_ETL_TIME}: struct<N: string>, {DYNAMODB_TTL}: struct<N: string>>"
+        f"{DYNAMODB_ETL_TIME}: struct<N: string>, {DYNAMODB_TTL}: struct<N: string>, folder: struct<S: string>, "
+        "holder: struct<S: string>>"
     )
     items = spark.read.schema(schema).json(export)
+    _require_nothing_in_flight(items, export)
     event_key = F.lower(F.col(f"Item.{DYNAMODB_PARTITION_KEY}.S"))
     fingerprint = F.col(f"Item.{DYNAMODB_SORT_KEY}.S")
     etl_time = F.col(f"Item.{DYNAMODB_ETL_TIME}.N").cast("long")
@@ -54,6 +66,31 @@ def import_dynamodb_export(manifest: LakeManifest, spark: SparkSession, export: 
         ttls = {row[0]: row[1] for row in entries.groupBy("etl_time").agg(F.max("ttl")).collect()}
     finally:
         converted.unpersist()
-    runs = {t: RunEntries(t, f"dynamodb-export {run_id}", ttls[t], name) for t in segment.runs}
+    runs: dict[int | str, RunEntries] = {
+        t: RunEntries(t, f"dynamodb-export {run_id}", ttls[t], name) for t in segment.runs
+    }
     manifest.commit(State(state.commit, state.buckets, {name: segment}, runs), state, "populate-manifest", run_id)
     return {"items": read, "entries": segment.keys, "skipped": read - segment.keys}
+
+
+def _require_nothing_in_flight(items: DataFrame, export: str) -> None:
+    """Refuse an export whose table held a run's register entry or the writer lease: the lake would count that
+    run's pairs as delivered while its events are in no completed output (the register does not move)."""
+    partition = F.col(f"Item.{DYNAMODB_PARTITION_KEY}.S")
+    state = items.where(partition.isin(DYNAMODB_RUNS_KEY, LEASE_ID)).select(
+        partition.alias("kind"), F.col(f"Item.{DYNAMODB_SORT_KEY}.S").alias("name"),
+        F.col("Item.folder.S").alias("folder"), F.col("Item.holder.S").alias("holder"),
+    ).collect()  # fmt: skip
+    way_out = "complete it (or abandon it: python -m jobs manifest abandon) on the source table, then export again"
+    for row in sorted(state, key=lambda row: row["kind"] != LEASE_ID):
+        if row["kind"] == LEASE_ID:
+            raise ExportInFlightError(
+                f"--input {export}: the export holds the manifest's writer lease ({row['holder']}): a run was "
+                f"writing when it was taken, and its state would be lost; nothing was loaded. Let that run end, "
+                f"{way_out}"
+            )
+        raise ExportInFlightError(
+            f"--input {export}: the export holds run {row['name'].split('~')[0]} in its register of unfinished runs "
+            f"(no {row['folder']}/_SUCCESS): its pairs would count as delivered while its events are in no completed "
+            f"output; nothing was loaded. Redo it, {way_out}"
+        )

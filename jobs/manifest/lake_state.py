@@ -6,11 +6,15 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.manifest.base import SECONDS_PER_DAY
+from jobs.manifest.base import SECONDS_PER_DAY, others_entry
 from jobs.manifest.lake_filter import Filter
 
 FORMAT = "winnow-lake-manifest"
-VERSION = 1
+VERSION = 2
+"""2: a commit's runs carry their run key (`RunEntries.run_key`), and two runs of one second can be recorded; a
+version-1 Winnow refuses the descriptor rather than misread such a commit. Version 1 lakes are read, and their
+descriptor says 2 from their first commit on (`LakeLocation.commit`)."""
+READABLE_VERSIONS = (1, VERSION)
 FILTERS_KEY = "segment_filters_v2"
 """The commit's record of the filters (`lake_filter`); a version that does not know this layout reads every segment
 whole, and drops the record from the commits it writes."""
@@ -46,6 +50,17 @@ class RunEntries:
     run_id: str
     ttl: int
     segment: str
+    run_key: str | None = None
+    """The run key (`base.run_key`) of the run; None: recorded before run keys, or by populate-manifest."""
+
+    @property
+    def key(self) -> int | str:
+        """The run's key in `State.runs`: its run key, else (as before run keys) its etl_time."""
+        return self.run_key or self.etl_time
+
+    def owned_by(self, etl_time: int, run_key: str) -> bool:
+        """Whether these are the entries of the run of `etl_time` and `run_key` (base.others_entry's rule)."""
+        return self.etl_time == etl_time and not others_entry(self.etl_time, self.run_key, etl_time, run_key)
 
 
 @dataclass(frozen=True)
@@ -55,24 +70,34 @@ class State:
     commit: int
     buckets: int
     segments: dict[str, Segment] = field(default_factory=dict)
-    runs: dict[int, RunEntries] = field(default_factory=dict)
+    runs: dict[int | str, RunEntries] = field(default_factory=dict)
+    """By `RunEntries.key`."""
     filters: dict[str, Filter] = field(default_factory=dict)
     """Per segment of a past day, or of a run of at least a row a bucket: its filter (`lake_filter`); a segment
     without one is read whole."""
 
-    def live_for(self, etl_time: int) -> dict[str, tuple[int, ...]]:
-        """Segments holding entries that count at `etl_time`, each with the runs whose rows are stale in it (a
-        rerun's commit moved them to another segment)."""
+    def live_for(self, etl_time: int, run_key: str = "") -> dict[str, tuple[int, ...]]:
+        """Segments holding entries that count at `etl_time` for the run of `run_key`, each with the runs whose
+        rows are stale in it (a rerun's commit moved them to another segment); with `same_second`'s."""
         live = {
             entries.segment
             for entries in self.runs.values()
             if entries.etl_time < etl_time < entries.ttl and entries.segment in self.segments
         }
-        return {name: self.stale_in(name) for name in sorted(live)}
+        return {name: self.stale_in(name) for name in sorted(live | self.same_second(etl_time, run_key))}
+
+    def same_second(self, etl_time: int, run_key: str) -> set[str]:
+        """The segments of other runs of `etl_time` (another run key: another pipeline's run of the same id), whose
+        entries of that second count too; only segments holding none of this run's own (a past day's merged one
+        may hold both: there they do not count)."""
+        others = {e.segment for e in self.runs.values() if others_entry(e.etl_time, e.run_key, etl_time, run_key)}
+        own = {e.segment for e in self.runs.values() if e.owned_by(etl_time, run_key)}
+        return {name for name in others - own if name in self.segments}
 
     def stale_in(self, name: str) -> tuple[int, ...]:
         """The runs with rows in segment `name` that no longer count there (a later commit moved them)."""
-        return tuple(t for t in self.segments[name].runs if t not in self.runs or self.runs[t].segment != name)
+        placed = {entries.etl_time for entries in self.runs.values() if entries.segment == name}
+        return tuple(t for t in self.segments[name].runs if t not in placed)
 
     def document(self, job: str, run_id: str) -> dict[str, Any]:
         return {
@@ -86,7 +111,10 @@ class State:
                 {key: value for key, value in asdict(segment).items() if key != "file_sizes"}
                 for segment in self.segments.values()
             ],
-            "runs": [asdict(entries) for entries in sorted(self.runs.values(), key=lambda e: e.etl_time)],
+            "runs": [
+                {key: value for key, value in asdict(entries).items() if value is not None}
+                for entries in sorted(self.runs.values(), key=lambda e: (e.etl_time, e.run_key or ""))
+            ],
             "segment_files": {s.name: s.file_sizes for s in self.segments.values() if s.file_sizes is not None},
             # Apart from the segments, as `segment_files`: a version without filters reads every segment whole.
             FILTERS_KEY: {name: f.document() for name, f in sorted(self.filters.items())},
@@ -99,7 +127,7 @@ class State:
             s["name"]: Segment(**{**s, "runs": tuple(s["runs"]), "file_sizes": sizes.get(s["name"])})
             for s in document["segments"]
         }
-        runs = {r["etl_time"]: RunEntries(**r) for r in document["runs"]}
+        runs = {entries.key: entries for entries in (RunEntries(**r) for r in document["runs"])}
         filters = {name: Filter.parse(f) for name, f in document.get(FILTERS_KEY, {}).items()}
         return State(document["commit"], document["buckets"], segments, runs, filters)
 
@@ -109,7 +137,7 @@ def expired_dropped(state: State) -> State:
     run, and without those runs."""
     if not state.runs:
         return state
-    cutoff = max(state.runs) - RETAIN_AFTER_EXPIRY_DAYS * SECONDS_PER_DAY
+    cutoff = max(r.etl_time for r in state.runs.values()) - RETAIN_AFTER_EXPIRY_DAYS * SECONDS_PER_DAY
     segments = {name: s for name, s in state.segments.items() if s.max_ttl > cutoff}
     runs = {t: r for t, r in state.runs.items() if r.segment in segments}
     return replace(state, segments=segments, runs=runs)  # their filters go at the commit

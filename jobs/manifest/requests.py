@@ -3,7 +3,8 @@
 The only per-row Python in the jobs, because it is I/O: calls go out per partition, through one manifest client
 per Python worker with bounded concurrency. The answers are persisted and materialized once, so each
 (event_id, fingerprint) costs one put however often later steps read them; the pairs are recorded as they are
-answered, so `record()` has nothing left to do.
+answered, so `record()` has only a redo's leftovers to remove: the pairs an earlier attempt of the run key
+recorded and this attempt's batch does not have (its input shrank), found by the run key stored with each entry.
 """
 
 from __future__ import annotations
@@ -46,6 +47,27 @@ class RequestManifest(Manifest):
     def client(self) -> ManifestClient:
         """A new client; called once per Python worker."""
 
+    @abstractmethod
+    def own_pairs(self, run_key: str, legacy_etl_time: int | None = None) -> list[tuple[str, str]]:
+        """The (event id, fingerprint) of every entry recorded under `run_key` (on the driver); with
+        `legacy_etl_time`, also the entries of that second recorded without a run key (before run keys)."""
+
+    @abstractmethod
+    def remove_pairs(self, run_key: str, pairs: list[tuple[str, str]], legacy_etl_time: int | None = None) -> int:
+        """Remove those of `pairs` still recorded under `run_key` (or, with `legacy_etl_time`, without a key at that
+        second); how many were removed."""
+
+    def remove_leftovers(self, pairs: DataFrame, run: ManifestRun) -> int:
+        """Remove the entries an earlier attempt of `run` recorded and its batch (`pairs`) has not: they would count as
+        delivered while their events are in no completed output. How many were removed."""
+        own = self.own_pairs(run.run_key)
+        if not own:
+            return 0
+        spark = pairs.sparkSession
+        earlier = spark.createDataFrame(own, "event_key string, fingerprint string")
+        leftovers = earlier.join(pairs.select("event_key", "fingerprint"), ["event_key", "fingerprint"], "left_anti")
+        return self.remove_pairs(run.run_key, [(row[0], row[1]) for row in leftovers.collect()])
+
     def check_pairs(self, pairs: DataFrame, run: ManifestRun, detect_synthetic: bool) -> ManifestCheck:
         spark = pairs.sparkSession
         stats = spark.sparkContext.accumulator(ManifestStats(), _StatsParam())
@@ -59,7 +81,7 @@ class RequestManifest(Manifest):
             before = ManifestStats(**asdict(client.stats))
             checked = client.check_ids(
                 ((row["event_key"], list(row["fingerprints"])) for row in rows), run.etl_time, run.ttl,
-                detect_synthetic,
+                detect_synthetic, run.run_key,
             )  # fmt: skip
             for event_id, fingerprints, result in checked:
                 delivered_before = result.earlier_other or bool(result.seen)
@@ -76,7 +98,11 @@ class RequestManifest(Manifest):
         answers.count()  # materialize now: the manifest is called once, here
         self.settle()
 
+        def record() -> None:
+            if run.replaces and run.run_key:
+                manifest.remove_leftovers(pairs, run)
+
         def release() -> None:
             answers.unpersist()
 
-        return ManifestCheck(answers=answers, stats=lambda: stats.value, record=lambda: None, release=release)
+        return ManifestCheck(answers=answers, stats=lambda: stats.value, record=record, release=release)

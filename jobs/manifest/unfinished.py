@@ -9,6 +9,10 @@ it: an entry whose `_SUCCESS` exists (a run killed between the two writes) is re
 run before it writes anything, with the command that redoes the unfinished run. So no run ever decides on an
 unfinished run's pairs, whatever happened to the ledger or the run folders.
 
+Entries are keyed by the run key (`base.run_key`: the run folder, output root + run id), so two pipelines running
+one run id on one manifest have an entry each. Entries written before run keys (keyed by run id) are still read:
+their key is that of the run folder they name.
+
 Where the register lives: SQLite, a table `winnow_runs` in the same file (the `.db` stays the whole manifest);
 DynamoDB, items of the manifest table under the partition key `winnow:runs` (no event id: no query of the jobs
 meets them), with the events' `ttl`; lake, one JSON document per run in `PATH/_runs/`.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -26,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL, SUCCESS_MARKER
 from jobs.fs import store
-from jobs.manifest.base import Manifest, ManifestError
+from jobs.manifest.base import Manifest, ManifestError, run_key
 
 if TYPE_CHECKING:
     from jobs.manifest.dynamodb import DynamoDbClient
@@ -54,6 +59,19 @@ class RegisteredRun:
     redo: str
     """The command that redoes the run (for the message that stops a later run)."""
 
+    @property
+    def key(self) -> str:
+        """The run key (`base.run_key`) of its run folder: what the register is keyed by."""
+        return run_key(self.folder, self.run_id)
+
+    def abandon_command(self, manifest_uri: str) -> str:
+        """The command that abandons the run (`manifest abandon`), for a run whose input is gone for good."""
+        output = self.folder.rstrip("/").rsplit("/", 1)[0]
+        return (
+            f"python -m jobs manifest abandon --manifest {shlex.quote(manifest_uri)} --output {shlex.quote(output)} "
+            f"--run-id {self.run_id}"
+        )
+
 
 class RunRegister(ABC):
     """The register of one manifest (see the module docstring)."""
@@ -63,15 +81,20 @@ class RunRegister(ABC):
         """Register `run` (replacing an entry of an earlier attempt): before its first manifest write."""
 
     @abstractmethod
-    def complete(self, run_id: str) -> None:
-        """Remove the run's entry: after its `_SUCCESS` is written (nothing happens when there is none)."""
+    def complete(self, run: RegisteredRun) -> None:
+        """Remove the run's entry (by its key, or one written before run keys for its folder): after its `_SUCCESS`
+        is written, or when it is abandoned (nothing happens when there is none)."""
 
     @abstractmethod
     def unfinished(self) -> list[RegisteredRun]:
         """Every registered run, in run id order: writing now, or stopped before its `_SUCCESS`."""
 
-    def require_no_unfinished(self, run_id: str, manifest_uri: str, sealed: Callable[[str], bool]) -> None:
-        """Stop unless every registered run other than `run_id` has completed.
+    def entry(self, key: str) -> RegisteredRun | None:
+        """The registered run of run key `key`, if any."""
+        return next((run for run in self.unfinished() if run.key == key), None)
+
+    def require_no_unfinished(self, key: str, manifest_uri: str, sealed: Callable[[str], bool]) -> None:
+        """Stop unless every registered run other than the run of run key `key` has completed.
 
         `sealed(path)` says whether a file exists; a registered run whose `_SUCCESS` exists was killed after sealing
         its folder: its entry is removed here.
@@ -80,58 +103,77 @@ class RunRegister(ABC):
             UnfinishedRunError: another run recorded events and has not completed (named, with its redo command).
         """
         for run in self.unfinished():
-            if run.run_id == run_id:
+            if run.key == key:
                 continue  # a redo of this very run: its own pairs are its own
             if sealed(f"{run.folder}/{SUCCESS_MARKER}"):
-                self.complete(run.run_id)
+                self.complete(run)
                 continue
             raise UnfinishedRunError(
                 f"manifest {manifest_uri}: run {run.run_id} recorded its events and has not completed (no "
                 f"{run.folder}/{SUCCESS_MARKER}), so no later run may decide against them; nothing was written. "
-                f"Redo it first: {run.redo}"
+                f"Redo it first: {run.redo}; or, if its input is gone for good, abandon it (its events then wait for "
+                f"a later batch): {run.abandon_command(manifest_uri)}"
             )
 
 
 class SqliteRunRegister(RunRegister):
+    """Table `winnow_runs`, keyed by run key (a table of the first layout, keyed by run id, is rebuilt in place)."""
+
     def __init__(self, path: str) -> None:
         self.path = path
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=120, isolation_level=None)
+        columns = [row[1] for row in db.execute(f"PRAGMA table_info({SQLITE_TABLE})")]
+        if columns and "run_key" not in columns:
+            self._rekey(db)
         db.execute(
-            f"CREATE TABLE IF NOT EXISTS {SQLITE_TABLE} (run_id TEXT PRIMARY KEY, etl_time INTEGER NOT NULL, "
-            "ttl INTEGER NOT NULL, folder TEXT NOT NULL, redo TEXT NOT NULL)"
+            f"CREATE TABLE IF NOT EXISTS {SQLITE_TABLE} (run_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
+            "etl_time INTEGER NOT NULL, ttl INTEGER NOT NULL, folder TEXT NOT NULL, redo TEXT NOT NULL)"
         )
         return db
 
+    def _rekey(self, db: sqlite3.Connection) -> None:
+        """The first layout's entries (keyed by run id) under the run keys of the folders they name."""
+        db.execute("BEGIN IMMEDIATE")
+        runs = [RegisteredRun(*row) for row in db.execute(f"SELECT * FROM {SQLITE_TABLE}").fetchall()]
+        db.execute(f"DROP TABLE {SQLITE_TABLE}")
+        db.execute(
+            f"CREATE TABLE {SQLITE_TABLE} (run_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
+            "etl_time INTEGER NOT NULL, ttl INTEGER NOT NULL, folder TEXT NOT NULL, redo TEXT NOT NULL)"
+        )
+        db.executemany(f"INSERT INTO {SQLITE_TABLE} VALUES (?, ?, ?, ?, ?, ?)", [(r.key, *astuple(r)) for r in runs])
+        db.execute("COMMIT")
+
     def begin(self, run: RegisteredRun) -> None:
         with contextlib.closing(self._connect()) as db:
-            db.execute(f"INSERT OR REPLACE INTO {SQLITE_TABLE} VALUES (?, ?, ?, ?, ?)", astuple(run))
+            db.execute(f"INSERT OR REPLACE INTO {SQLITE_TABLE} VALUES (?, ?, ?, ?, ?, ?)", (run.key, *astuple(run)))
 
-    def complete(self, run_id: str) -> None:
+    def complete(self, run: RegisteredRun) -> None:
         with contextlib.closing(self._connect()) as db:
-            db.execute(f"DELETE FROM {SQLITE_TABLE} WHERE run_id = ?", (run_id,))
+            db.execute(f"DELETE FROM {SQLITE_TABLE} WHERE run_key = ?", (run.key,))
 
     def unfinished(self) -> list[RegisteredRun]:
         with contextlib.closing(self._connect()) as db:
-            rows = db.execute(f"SELECT * FROM {SQLITE_TABLE} ORDER BY run_id").fetchall()
-        return [RegisteredRun(*row) for row in rows]
+            rows = db.execute(f"SELECT * FROM {SQLITE_TABLE} ORDER BY run_id, folder").fetchall()
+        return [RegisteredRun(*row[1:]) for row in rows]
 
 
 class DynamoDbRunRegister(RunRegister):
-    """Items `eventId` = `winnow:runs`, `fingerprint` = the run id, through the manifest's own client (paced by
-    nothing, waited out when throttled, like the writer lease)."""
+    """Items `eventId` = `winnow:runs`, `fingerprint` = the run key (before run keys: the run id), through the
+    manifest's own client (paced by nothing, waited out when throttled, like the writer lease)."""
 
     def __init__(self, client: DynamoDbClient) -> None:
         self.call = client.call
         self.table = client.table
+        self.conditional_failure = client.client.exceptions.ConditionalCheckFailedException
 
-    def _key(self, run_id: str) -> dict[str, Any]:
-        return {DYNAMODB_PARTITION_KEY: {"S": DYNAMODB_RUNS_KEY}, DYNAMODB_SORT_KEY: {"S": run_id}}
+    def _key(self, name: str) -> dict[str, Any]:
+        return {DYNAMODB_PARTITION_KEY: {"S": DYNAMODB_RUNS_KEY}, DYNAMODB_SORT_KEY: {"S": name}}
 
     def begin(self, run: RegisteredRun) -> None:
         item = {
-            **self._key(run.run_id),
+            **self._key(run.key),
             DYNAMODB_ETL_TIME: {"N": str(run.etl_time)},
             DYNAMODB_TTL: {"N": str(run.ttl)},
             "folder": {"S": run.folder},
@@ -139,8 +181,14 @@ class DynamoDbRunRegister(RunRegister):
         }
         self.call("put_item", None, TableName=self.table, Item=item)
 
-    def complete(self, run_id: str) -> None:
-        self.call("delete_item", None, TableName=self.table, Key=self._key(run_id))
+    def complete(self, run: RegisteredRun) -> None:
+        self.call("delete_item", None, TableName=self.table, Key=self._key(run.key))
+        # An entry written before run keys, under the run id: only if it names this run's folder.
+        with contextlib.suppress(self.conditional_failure):
+            self.call(
+                "delete_item", None, TableName=self.table, Key=self._key(run.run_id),
+                ConditionExpression="folder = :folder", ExpressionAttributeValues={":folder": {"S": run.folder}},
+            )  # fmt: skip
 
     def unfinished(self) -> list[RegisteredRun]:
         runs: list[RegisteredRun] = []
@@ -155,7 +203,7 @@ class DynamoDbRunRegister(RunRegister):
             page = self.call("query", None, **request)
             runs.extend(
                 RegisteredRun(
-                    run_id=item[DYNAMODB_SORT_KEY]["S"],
+                    run_id=item[DYNAMODB_SORT_KEY]["S"].split("~")[0],
                     etl_time=int(item[DYNAMODB_ETL_TIME]["N"]),
                     ttl=int(item[DYNAMODB_TTL]["N"]),
                     folder=item["folder"]["S"],
@@ -164,29 +212,32 @@ class DynamoDbRunRegister(RunRegister):
                 for item in page.get("Items", [])
             )
             if "LastEvaluatedKey" not in page:
-                return sorted(runs, key=lambda run: run.run_id)
+                return sorted(runs, key=lambda run: (run.run_id, run.folder))
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 class FileRunRegister(RunRegister):
-    """One document per run, `FOLDER/run=ID.json` (local or `s3://`), written whole."""
+    """One document per run, `FOLDER/run=KEY.json` (local or `s3://`; before run keys `run=ID.json`), written whole."""
 
     def __init__(self, folder: str) -> None:
         self.folder = folder.rstrip("/")
 
-    def _path(self, run_id: str) -> str:
-        return f"{self.folder}/run={run_id}.json"
+    def _path(self, name: str) -> str:
+        return f"{self.folder}/run={name}.json"
 
     def begin(self, run: RegisteredRun) -> None:
-        store.write_bytes(self._path(run.run_id), (json.dumps(asdict(run), indent=1) + "\n").encode())
+        store.write_bytes(self._path(run.key), (json.dumps(asdict(run), indent=1) + "\n").encode())
 
-    def complete(self, run_id: str) -> None:
-        store.delete(self._path(run_id))
+    def complete(self, run: RegisteredRun) -> None:
+        store.delete(self._path(run.key))
+        legacy = store.read_bytes(self._path(run.run_id))  # written before run keys: only if it names this folder
+        if legacy is not None and json.loads(legacy).get("folder") == run.folder:
+            store.delete(self._path(run.run_id))
 
     def unfinished(self) -> list[RegisteredRun]:
         documents = [store.read_bytes(file.path) for file in store.list_files(self.folder)]
         runs = [RegisteredRun(**json.loads(data)) for data in documents if data is not None]
-        return sorted(runs, key=lambda run: run.run_id)
+        return sorted(runs, key=lambda run: (run.run_id, run.folder))
 
 
 def run_register(manifest: Manifest) -> RunRegister:

@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "jobs.commands.shred",
     "jobs.commands.run",
     "jobs.commands.report",
+    "jobs.commands.manifest",
 )
 
 

@@ -199,7 +199,6 @@ def test_a_dynamodb_export_moves_into_a_lake_manifest(spark: SparkSession, tmp_p
     items = [
         {"eventId": {"S": IDS["A"]}, "fingerprint": {"S": "a1"}, "etlTime": {"N": etl}, "ttl": {"N": ttl}},
         {"eventId": {"S": IDS["B"].upper()}, "fingerprint": {"S": "b1"}, "etlTime": {"N": etl}, "ttl": {"N": ttl}},
-        {"eventId": {"S": "winnow:writer-lease"}, "fingerprint": {"S": "writer"}, "holder": {"S": "{}"}},
         {"eventId": {"S": "not-a-uuid"}, "fingerprint": {"S": "x"}, "etlTime": {"N": etl}, "ttl": {"N": ttl}},
     ]
     with gzip.open(data / "part-1.json.gz", "wt", encoding="utf-8") as handle:
@@ -217,6 +216,42 @@ def test_a_dynamodb_export_moves_into_a_lake_manifest(spark: SparkSession, tmp_p
     # Only into an empty lake manifest: a second load would mix two histories.
     with pytest.raises(ManifestError, match="already holds 2 run\\(s\\); a DynamoDB export is loaded into an empty"):
         import_dynamodb_export(open_lake(f"lake:{root}"), spark, str(data), RUN_2)
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        (
+            {"eventId": {"S": "winnow:runs"}, "fingerprint": {"S": f"{RUN_1}~0123456789abcdef"},
+             "folder": {"S": "s3://out/run=" + RUN_1}, "redo": {"S": "redo"}},
+            f"holds run {RUN_1} in its register of unfinished runs (no s3://out/run={RUN_1}/_SUCCESS): its pairs would "
+            "count as delivered while its events are in no completed output; nothing was loaded. Redo it, complete",
+        ),
+        (
+            {"eventId": {"S": "winnow:writer-lease"}, "fingerprint": {"S": "writer"}, "holder": {"S": "dedup run X"}},
+            "holds the manifest's writer lease (dedup run X): a run was writing when it was taken, and its state would "
+            "be lost; nothing was loaded. Let that run end, complete",
+        ),
+    ],
+)  # fmt: skip
+def test_a_dynamodb_export_with_a_run_in_flight_is_not_moved(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], item: dict[str, dict[str, str]],
+    message: str,
+) -> None:  # fmt: skip
+    """Issue 44, 1: the register (and the lease) would not move with the entries, so the move is refused."""
+    data = tmp_path / "data"
+    data.mkdir()
+    etl, ttl = str(epoch(RUN_1)), str(epoch(RUN_1) + 180 * 86_400)
+    pair = {"eventId": {"S": IDS["A"]}, "fingerprint": {"S": "a1"}, "etlTime": {"N": etl}, "ttl": {"N": ttl}}
+    (data / "part-1.json").write_text(export_line(pair) + export_line(item))
+    root = tmp_path / "manifest"
+    argv = ["populate-manifest", "--input", str(data), "--input-format", "dynamodb-export",
+            "--manifest", f"lake:{root}", "--create", "--run-id", RUN_2, "--config", config(tmp_path)]  # fmt: skip
+    assert main(argv) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"error: --input {data}: the export {message}"), line
+    assert line.endswith("on the source table, then export again")
+    assert not (root / "_commits").exists()
 
 
 def test_populate_manifest_fills_a_lake_manifest(spark: SparkSession, tmp_path: Path) -> None:

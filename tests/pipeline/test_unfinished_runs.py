@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from jobs.fs.runs import UnfinishedShredError, require_earlier_shred_complete
 from jobs.manifest import open_manifest
+from jobs.manifest.base import run_key
 from jobs.manifest.unfinished import RegisteredRun, UnfinishedRunError, run_register
 from jobs.runtime.cli import main
 from tests.pipeline.helpers import event, read_lines
@@ -162,12 +163,15 @@ def test_a_run_killed_after_sealing_is_taken_as_complete(tmp_path: Path) -> None
     register.begin(RegisteredRun(RUN_A, 1, 2, str(sealed), "redo A"))
     sealed.mkdir(parents=True)
     (sealed / "_SUCCESS").touch()
-    register.require_no_unfinished(RUN_B, manifest.uri, lambda path: Path(path).exists())
+    register.require_no_unfinished(run_key(str(tmp_path / "out" / f"run={RUN_B}"), RUN_B), manifest.uri,
+                                   lambda path: Path(path).exists())  # fmt: skip
     assert register.unfinished() == []  # taken out on the way
-    register.begin(RegisteredRun(RUN_B, 3, 4, str(tmp_path / "out" / f"run={RUN_B}"), "redo B"))
-    register.require_no_unfinished(RUN_B, manifest.uri, lambda path: Path(path).exists())  # its own redo passes
-    with pytest.raises(UnfinishedRunError, match=f"run {RUN_B} recorded its events .* Redo it first: redo B$"):
-        register.require_no_unfinished("2026-11-24-03-00-00", manifest.uri, lambda path: Path(path).exists())
+    run_b = RegisteredRun(RUN_B, 3, 4, str(tmp_path / "out" / f"run={RUN_B}"), "redo B")
+    register.begin(run_b)
+    register.require_no_unfinished(run_b.key, manifest.uri, lambda path: Path(path).exists())  # its own redo passes
+    other = run_key(str(tmp_path / "out" / "run=2026-11-24-03-00-00"), "2026-11-24-03-00-00")
+    with pytest.raises(UnfinishedRunError, match=f"run {RUN_B} recorded its events .* Redo it first: redo B; or"):
+        register.require_no_unfinished(other, manifest.uri, lambda path: Path(path).exists())
 
 
 def test_the_dynamodb_register_keeps_its_items_apart_from_the_events() -> None:
@@ -178,11 +182,11 @@ def test_the_dynamodb_register_keeps_its_items_apart_from_the_events() -> None:
         first = RegisteredRun(RUN_A, 1, 2, "s3://out/run=A", "redo A")
         register.begin(first)
         register.begin(RegisteredRun(RUN_B, 3, 4, "s3://out/run=B", "redo B"))
-        register.complete(first.run_id)
+        register.complete(first)
         assert register.unfinished() == [RegisteredRun(RUN_B, 3, 4, "s3://out/run=B", "redo B")]
         items = boto3.client("dynamodb").scan(TableName="manifest")["Items"]
         assert [(item["eventId"]["S"], item["fingerprint"]["S"], item["ttl"]["N"]) for item in items] == [
-            ("winnow:runs", RUN_B, "4")
+            ("winnow:runs", run_key("s3://out/run=B", RUN_B), "4")
         ]  # one partition, no event id: no event's query meets it; it expires with the run's events
 
 

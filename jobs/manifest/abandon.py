@@ -1,0 +1,58 @@
+"""Abandoning a run that can never be redone (its input is gone): `python -m jobs manifest abandon`.
+
+A run that recorded its pairs and did not complete stops every later run (`unfinished`) until it is redone. When
+its input is gone for good, it cannot be: abandoning it removes its pairs (by its run key; entries recorded
+without a key at its second, before run keys, are its own too) and its register entry, under the manifest's
+writer lease. Its events are then in no completed output and in no manifest entry: a later batch holding them
+delivers them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from jobs.contract import SUCCESS_MARKER, Progress
+from jobs.errors import InvalidArgumentError
+from jobs.fs.hadoop import FileSystem
+from jobs.fs.paths import absolute
+from jobs.fs.runs import run_folder, run_timestamp
+from jobs.manifest.base import Manifest, ManifestRun, run_key
+from jobs.manifest.lake import LakeManifest
+from jobs.manifest.requests import RequestManifest
+from jobs.manifest.unfinished import run_register
+from jobs.manifest.writer_lease import writer_lease
+
+
+def abandon(spark: SparkSession, manifest: Manifest, output: str, run_id: str, progress: Progress) -> dict[str, Any]:
+    """Remove run `run_id` of output `output` from `manifest`: its pairs and its register entry.
+
+    Raises:
+        InvalidArgumentError: the run folder has its `_SUCCESS`: the run completed, there is nothing to abandon.
+        LeaseHeldError: the manifest's writer lease is held (a run is writing): nothing is changed.
+    """
+    folder = run_folder(absolute(output), run_id)
+    if FileSystem(spark).exists(f"{folder}/{SUCCESS_MARKER}"):
+        raise InvalidArgumentError(
+            f"--run-id: run {run_id} of {output} completed ({folder}/{SUCCESS_MARKER} exists): its events are "
+            "delivered, there is nothing to abandon; allowed: a run that recorded events and did not complete"
+        )
+    key = run_key(folder, run_id)
+    etl_time = int(run_timestamp(run_id).timestamp())
+    with writer_lease(spark, manifest, "manifest abandon", run_id):
+        register = run_register(manifest)
+        entry = register.entry(key)
+        progress(f"removing the pairs of run {run_id} ({folder}) from {manifest.uri}")
+        if isinstance(manifest, LakeManifest):
+            removed = manifest.abandon(ManifestRun(run_id, etl_time, 0, "manifest abandon", key))
+        elif isinstance(manifest, RequestManifest):
+            removed = manifest.remove_pairs(key, manifest.own_pairs(key, etl_time), etl_time)
+        else:
+            raise TypeError(f"no abandon for {type(manifest).__name__}")
+        if entry is not None:
+            register.complete(entry)
+    return {
+        "job": "manifest abandon", "run_id": run_id, "folder": folder, "manifest": manifest.uri,
+        "removed": removed, "register_entry": entry is not None,
+    }  # fmt: skip

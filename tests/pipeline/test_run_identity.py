@@ -1,0 +1,156 @@
+"""A run's identity is its run folder (output + run id), not its id: two pipelines sharing a manifest and a run id
+are two runs; a redo replaces its attempt exactly; a run that can never be redone is abandoned (issue 44).
+
+Runs "killed" after every manifest write fail in-process at their seal (what a kill there leaves: the manifest's
+pairs, the register entry, no `_SUCCESS`); the leases are released on the way out, as a failed run releases them.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.fs.run_folder import RunFolder
+from jobs.runtime.cli import main
+from tests.pipeline.helpers import event, read_lines
+from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
+
+RUN_A, RUN_B = "2026-11-24-01-00-00", "2026-11-24-02-00-00"
+
+
+def uuid(number: int) -> str:
+    return f"{number:08x}-0000-4000-8000-000000000000"
+
+
+def events(*numbers: int) -> list[str]:
+    return [event(uuid(number)) for number in numbers]
+
+
+def batch(path: Path, lines: list[str]) -> Path:
+    path.mkdir(parents=True)
+    (path / "part-0.tsv").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def dedup(input_path: Path, output: Path, run_id: str, manifest: str, *extra: str) -> list[str]:
+    return ["dedup", "--input", str(input_path), "--output", str(output), "--run-id", run_id,
+            "--manifest", manifest, *extra]  # fmt: skip
+
+
+def killed_at_seal(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
+    """Run `argv`, failing at its seal: after its output and every manifest write."""
+
+    def dying(self: RunFolder) -> None:
+        raise RuntimeError("killed at the seal")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(RunFolder, "seal", dying)
+        assert main(argv) == 1
+
+
+def good(output: Path, run_id: str) -> list[str]:
+    assert (output / f"run={run_id}" / "_SUCCESS").exists()
+    return read_lines(output / f"run={run_id}" / "good")
+
+
+def error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.fixture(params=["sqlite", "dynamodb", "lake"])
+def manifest_uri(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A manifest of each backend (created by the first run's --create)."""
+    if request.param == "sqlite":
+        yield f"sqlite:{tmp_path / 'manifest.db'}"
+    elif request.param == "lake":
+        yield f"lake:{tmp_path / 'manifest'}"
+    else:
+        with dynamodb_on_loopback(Faults()) as endpoint:
+            monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+            yield "dynamodb://events-manifest"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> str:
+    path = tmp_path / "config.json"
+    path.write_text('{"manifest": {"buckets": 4}}')  # a lake of 4 bucket files a segment, not 64: quicker
+    return str(path)
+
+
+def test_two_pipelines_sharing_a_manifest_and_a_run_id_are_two_runs(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = f"sqlite:{tmp_path / 'manifest.db'}"
+    web, mobile = tmp_path / "web", tmp_path / "mobile"
+    assert main(dedup(batch(tmp_path / "web-a", events(0, 1, 2, 3)), web, RUN_A, manifest, "--create")) == 0
+    # The same run id on another output, re-sending web's events: they were delivered, by another run.
+    assert main(dedup(batch(tmp_path / "mobile-a", events(0, 1, 2, 3, 4, 5)), mobile, RUN_A, manifest)) == 0
+    assert good(web, RUN_A) == sorted(events(0, 1, 2, 3))
+    assert good(mobile, RUN_A) == sorted(events(4, 5))
+    summary = json.loads((mobile / f"run={RUN_A}" / "summary.json").read_text())
+    assert summary["by_reason"]["duplicates"] == {"cross_batch_natural": 4}
+
+    # Web's next run is killed after its manifest writes: mobile's run of the same id does not pass its entry.
+    killed_at_seal(monkeypatch, dedup(batch(tmp_path / "web-b", events(10, 11, 12)), web, RUN_B, manifest))
+    mobile_b = dedup(batch(tmp_path / "mobile-b", events(10, 11, 20)), mobile, RUN_B, manifest)
+    assert main(mobile_b) == 1
+    assert error_line(capsys).startswith(
+        f"error: manifest {manifest}: run {RUN_B} recorded its events and has not completed (no "
+        f"{web}/run={RUN_B}/_SUCCESS)"
+    )
+    assert main(dedup(tmp_path / "web-b", web, RUN_B, manifest)) == 0  # the printed redo
+    assert main(mobile_b) == 0
+    assert good(web, RUN_B) == sorted(events(10, 11, 12))
+    assert good(mobile, RUN_B) == sorted(events(20))
+    assert read_lines(mobile / f"run={RUN_B}" / "duplicates") == sorted(events(10, 11))
+
+
+@pytest.mark.parametrize("manifest_uri", ["sqlite", "dynamodb"], indirect=True)
+def test_a_redo_with_less_input_leaves_none_of_its_first_attempts_pairs(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, manifest_uri: str
+) -> None:
+    out, first = tmp_path / "out", tmp_path / "in-1"
+    batch(first, events(0, 1, 2))
+    (first / "part-1.tsv").write_text("".join(line + "\n" for line in events(3, 4, 5)), encoding="utf-8")
+    killed_at_seal(monkeypatch, dedup(first, out, RUN_A, manifest_uri, "--create"))
+    (first / "part-1.tsv").unlink()  # one of the two files lost: it comes later, in another batch
+    assert main(dedup(first, out, RUN_A, manifest_uri)) == 0
+    assert good(out, RUN_A) == sorted(events(0, 1, 2))
+    assert main(dedup(batch(tmp_path / "in-2", events(3, 4, 5, 0)), out, RUN_B, manifest_uri)) == 0
+    assert good(out, RUN_B) == sorted(events(3, 4, 5))  # delivered once, by the run that has them
+    assert read_lines(out / f"run={RUN_B}" / "duplicates") == events(0)
+
+
+def test_a_run_that_can_never_be_redone_is_abandoned(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    manifest_uri: str, settings: str,
+) -> None:  # fmt: skip
+    out, first = tmp_path / "out", tmp_path / "in-1"
+    killed_at_seal(monkeypatch, dedup(batch(first, events(0, 1, 2)), out, RUN_A, manifest_uri, "--create",
+                                      "--config", settings))  # fmt: skip
+    (first / "part-0.tsv").unlink()  # its input is gone for good
+    second = dedup(batch(tmp_path / "in-2", events(0, 1, 7)), out, RUN_B, manifest_uri, "--config", settings)
+    assert main(second) == 1
+    line = error_line(capsys)
+    abandon = f"python -m jobs manifest abandon --manifest {manifest_uri} --output {out} --run-id {RUN_A}"
+    assert line.endswith(f"; or, if its input is gone for good, abandon it (its events then wait for a later batch): "
+                         f"{abandon}")  # fmt: skip
+    if manifest_uri.startswith("sqlite:"):  # refused while a writer holds the manifest
+        lease = Path(f"{manifest_uri.removeprefix('sqlite:')}.lease")
+        lease.write_text(
+            json.dumps({"job": "dedup", "run_id": "x", "host": "h", "pid": 1, "started_at": "now", "token": "t"})
+        )
+        assert main(shlex.split(abandon)[3:]) == 1
+        assert "is being written by" in error_line(capsys)
+        lease.unlink()
+    assert main(shlex.split(abandon)[3:]) == 0  # the printed way out, word for word
+    assert f"run {RUN_A} is abandoned: its events are in no completed output" in capsys.readouterr().out
+    assert main(second) == 0
+    assert good(out, RUN_B) == sorted(events(0, 1, 7))  # the abandoned run's events, delivered by a later batch
+    assert main(shlex.split(abandon.replace(RUN_A, RUN_B))[3:]) == 2  # a completed run: nothing to abandon
+    assert error_line(capsys).startswith(f"error: --run-id: run {RUN_B} of {out} completed")
