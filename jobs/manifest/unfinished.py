@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from jobs.manifest.dynamodb import DynamoDbClient
 
 SQLITE_TABLE = "winnow_runs"
+SQLITE_SCHEMA = (
+    "CREATE TABLE {table} (run_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, etl_time INTEGER NOT NULL, "
+    "ttl INTEGER NOT NULL, folder TEXT NOT NULL, redo TEXT NOT NULL)"
+)
 DYNAMODB_RUNS_KEY = "winnow:runs"
 LAKE_RUNS = "_runs"
 
@@ -127,21 +131,18 @@ class SqliteRunRegister(RunRegister):
         columns = [row[1] for row in db.execute(f"PRAGMA table_info({SQLITE_TABLE})")]
         if columns and "run_key" not in columns:
             self._rekey(db)
-        db.execute(
-            f"CREATE TABLE IF NOT EXISTS {SQLITE_TABLE} (run_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
-            "etl_time INTEGER NOT NULL, ttl INTEGER NOT NULL, folder TEXT NOT NULL, redo TEXT NOT NULL)"
-        )
+        db.execute(SQLITE_SCHEMA.format(table=f"IF NOT EXISTS {SQLITE_TABLE}"))
         return db
 
     def _rekey(self, db: sqlite3.Connection) -> None:
         """The first layout's entries (keyed by run id) under the run keys of the folders they name."""
         db.execute("BEGIN IMMEDIATE")
+        if "run_key" in [row[1] for row in db.execute(f"PRAGMA table_info({SQLITE_TABLE})")]:
+            db.execute("COMMIT")  # another connection did it first
+            return
         runs = [RegisteredRun(*row) for row in db.execute(f"SELECT * FROM {SQLITE_TABLE}").fetchall()]
         db.execute(f"DROP TABLE {SQLITE_TABLE}")
-        db.execute(
-            f"CREATE TABLE {SQLITE_TABLE} (run_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
-            "etl_time INTEGER NOT NULL, ttl INTEGER NOT NULL, folder TEXT NOT NULL, redo TEXT NOT NULL)"
-        )
+        db.execute(SQLITE_SCHEMA.format(table=SQLITE_TABLE))
         db.executemany(f"INSERT INTO {SQLITE_TABLE} VALUES (?, ?, ?, ?, ?, ?)", [(r.key, *astuple(r)) for r in runs])
         db.execute("COMMIT")
 

@@ -7,8 +7,10 @@ point: when their run folder is about to be sealed, after every output and every
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,7 @@ from pyspark.sql import SparkSession
 from jobs.fs.runs import UnfinishedShredError, require_earlier_shred_complete
 from jobs.manifest import open_manifest
 from jobs.manifest.base import run_key
+from jobs.manifest.sqlite import SqliteManifest
 from jobs.manifest.unfinished import RegisteredRun, UnfinishedRunError, run_register
 from jobs.runtime.cli import main
 from tests.pipeline.helpers import event, read_lines
@@ -172,6 +175,29 @@ def test_a_run_killed_after_sealing_is_taken_as_complete(tmp_path: Path) -> None
     other = run_key(str(tmp_path / "out" / "run=2026-11-24-03-00-00"), "2026-11-24-03-00-00")
     with pytest.raises(UnfinishedRunError, match=f"run {RUN_B} recorded its events .* Redo it first: redo B; or"):
         register.require_no_unfinished(other, manifest.uri, lambda path: Path(path).exists())
+
+
+def test_a_manifest_and_register_of_the_first_layout_are_read_and_rekeyed_in_place(tmp_path: Path) -> None:
+    """Files written before run keys: the events table gains `run_key`, the register's entries their folders' keys."""
+    path = tmp_path / "manifest.db"
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE events_manifest (event_id TEXT NOT NULL, fingerprint TEXT NOT NULL, etl_time INTEGER "
+                   "NOT NULL, ttl INTEGER NOT NULL, PRIMARY KEY (event_id, fingerprint)) WITHOUT ROWID")  # fmt: skip
+        db.execute("CREATE TABLE winnow_runs (run_id TEXT PRIMARY KEY, etl_time INTEGER NOT NULL, ttl INTEGER NOT "
+                   "NULL, folder TEXT NOT NULL, redo TEXT NOT NULL)")  # fmt: skip
+        db.execute("INSERT INTO events_manifest VALUES ('id-1', 'fp-1', 100, 200)")
+        db.execute("INSERT INTO winnow_runs VALUES (?, 100, 200, '/out/run=A', 'redo A')", (RUN_A,))
+        db.commit()
+    manifest = open_manifest(f"sqlite:{path}")
+    manifest.check()  # the first layout is accepted as is
+    assert isinstance(manifest, SqliteManifest)
+    assert manifest.own_pairs("x", legacy_etl_time=100) == [("id-1", "fp-1")]  # gains the column on the way
+    register = run_register(manifest)
+    [legacy] = register.unfinished()
+    assert legacy == RegisteredRun(RUN_A, 100, 200, "/out/run=A", "redo A")
+    assert register.entry(run_key("/out/run=A", RUN_A)) == legacy
+    register.complete(legacy)
+    assert register.unfinished() == []
 
 
 def test_the_dynamodb_register_keeps_its_items_apart_from_the_events() -> None:
