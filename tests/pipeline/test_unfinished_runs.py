@@ -103,7 +103,9 @@ def test_a_killed_run_with_its_ledger_entry_deleted_stops_the_next_run_until_it_
         f"error: manifest {manifest}: run {RUN_A} recorded its events and has not completed (no "
         f"{output}/run={RUN_A}/_SUCCESS), so no later run may decide against them; nothing was written. Redo it "
         f"first: python -m jobs dedup --input {root} --output {output} --run-id {RUN_A} --incremental, with its "
-        "other options as they were (--config, --manifest)"
+        "other options as they were (--config, --manifest); or, if its input is gone for good, abandon it (its "
+        f"events then wait for a later batch): python -m jobs manifest abandon --manifest {manifest} --output "
+        f"{output} --run-id {RUN_A}"
     )
     assert not (output / f"run={RUN_B}").exists() and not list((output / "_ledger").glob("*.json"))
 
