@@ -35,6 +35,7 @@ from jobs.fs.input import Input, count_lines, open_input, read_whole, require_in
 from jobs.fs.paths import absolute, check_apart
 from jobs.fs.run_folder import RunFolder
 from jobs.fs.runs import run_timestamp
+from jobs.fs.shreds import shred_completed
 from jobs.runtime.summary import table
 from jobs.shred import message, rdb
 from jobs.shred.lines import (
@@ -114,6 +115,7 @@ def run(
         summary["wall_time_seconds"] = round(time.monotonic() - started, 3)
         folder.write_json(SUMMARY, summary)
         folder.seal()
+        shred_completed(input_path, folder.path)  # a dedup run's marker: its events are shredded now
     return summary
 
 

@@ -18,7 +18,8 @@ import pytest
 from moto import mock_aws
 from pyspark.sql import SparkSession
 
-from jobs.fs.runs import UnfinishedShredError, require_earlier_shred_complete
+from jobs.fs.runs import UnfinishedShredError
+from jobs.fs.shreds import require_earlier_shred_complete
 from jobs.manifest import open_manifest
 from jobs.manifest.unfinished import RegisteredRun, UnfinishedRunError, run_register
 from jobs.runtime.cli import main
@@ -130,9 +131,9 @@ def test_run_killed_during_shred_stops_the_next_run_until_the_shred_is_completed
     assert main(pipeline(RUN_B)) == 1
     assert error_line(capsys) == (
         f"error: run {RUN_A}: its dedup completed and its shred did not (no {shredded}/run={RUN_A}/_SUCCESS), so "
-        f"its events are not in the warehouse yet; nothing was written. Complete it first: python -m jobs shred "
-        f"--input {output}/deduplicated/run={RUN_A}/good --output {shredded} --run-id {RUN_A}, with its --config as "
-        f"it was. Its lease {lease} is still there: once that run is gone, remove it first."
+        f"its events are not in the warehouse yet; nothing was written. Its lease {lease} is still there: once that "
+        f"run is gone, remove it first. Complete it first, then run again: python -m jobs shred --input "
+        f"{output}/deduplicated/run={RUN_A}/good --output {shredded} --run-id {RUN_A}"
     )
     assert not (output / "deduplicated" / f"run={RUN_B}").exists()
 
@@ -200,8 +201,8 @@ def test_dedup_with_shredded_stops_before_spark_while_an_earlier_shred_is_unfini
     assert main(argv) == 1
     assert error_line(capsys) == (
         f"error: run {RUN_A}: its dedup completed and its shred did not (no {shredded}/run={RUN_A}/_SUCCESS), so "
-        f"its events are not in the warehouse yet; nothing was written. Complete it first: python -m jobs shred "
-        f"--input {deduplicated}/run={RUN_A}/good --output {shredded} --run-id {RUN_A}, with its --config as it was."
+        f"its events are not in the warehouse yet; nothing was written. Complete it first, then run again: python -m "
+        f"jobs shred --input {deduplicated}/run={RUN_A}/good --output {shredded} --run-id {RUN_A}"
     )
     assert sorted(path.name for path in deduplicated.iterdir()) == [f"run={RUN_A}"]  # nothing written
 
@@ -216,8 +217,9 @@ def test_the_shred_check_reads_s3_folders_as_the_deployed_jobs_see_them() -> Non
         with pytest.raises(UnfinishedShredError) as stopped:
             require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded/", RUN_B)
         assert str(stopped.value).endswith(
-            f"--output s3://out/shredded --run-id {RUN_A}, with its --config as it was. Its lease "
-            f"s3://out/shredded/_leases/run={RUN_A}.json is still there: once that run is gone, remove it first."
+            f"Its lease s3://out/shredded/_leases/run={RUN_A}.json is still there: once that run is gone, remove it "
+            f"first. Complete it first, then run again: python -m jobs shred --input s3://out/deduplicated/run={RUN_A}"
+            f"/good --output s3://out/shredded --run-id {RUN_A}"
         )
         require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded", RUN_A)  # none before A
         s3.put_object(Bucket="out", Key=f"shredded/run={RUN_A}/_SUCCESS", Body=b"")
