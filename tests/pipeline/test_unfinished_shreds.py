@@ -47,15 +47,12 @@ def sealed_ids(output: Path, data: str) -> list[str]:
     return sorted(line.split("\t")[6] for folder in runs for line in read_lines(folder / data))
 
 
-@pytest.mark.slow  # five runs (two shreds of them apart), and the pasted command in a fresh process
-@pytest.mark.parametrize("pipeline", ["run", "dedup --shredded"])
-def test_a_late_batch_whose_shred_failed_stops_the_next_run_until_the_printed_command_completes_it(
-    spark: SparkSession,
-    tmp_path: Path,
-    pipeline: str,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.slow  # four dedup and shred runs, and the pasted command in a fresh process
+def test_a_late_batch_whose_shred_failed_stops_the_next_dedup_with_shredded_until_the_printed_command_completes_it(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The deployed state machine's way: `dedup --shredded`, then `shred` as a job of its own (`run` with a real
+    kill: tests/pipeline/test_unfinished_runs.py)."""
     root, output = tmp_path / "in", tmp_path / "out dir"  # the printed command must be quoted to paste
     deduplicated, shredded = output / "deduplicated", output / "shredded"
     for batch, numbers in (("a", range(0, 3)), ("b", range(3, 5)), ("c", range(5, 7))):
@@ -63,8 +60,6 @@ def test_a_late_batch_whose_shred_failed_stops_the_next_run_until_the_printed_co
         (root / batch / "events.tsv").write_text("".join(event(uuid(n)) + "\n" for n in numbers), encoding="utf-8")
 
     def start(run_id: str, batch: str) -> int:
-        if pipeline == "run":
-            return main(["run", "--input", str(root / batch), "--output", str(output), "--run-id", run_id])
         dedup = ["dedup", "--input", str(root / batch), "--output", str(deduplicated), "--shredded", str(shredded),
                  "--run-id", run_id]  # fmt: skip
         return main(dedup) or main(["shred", "--input", f"{deduplicated}/run={run_id}/good", "--output",
