@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import shlex
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from jobs.contract import SUCCESS_MARKER
+from jobs.contract import SUCCESS_MARKER, SUMMARY
 from jobs.fs import store
 from jobs.fs.runs import UnfinishedShredError, run_folder, run_lease
 
@@ -38,6 +39,9 @@ class PendingShred:
     """The shred output."""
     options: tuple[str, ...] = ()
     """The shred command's other arguments (`--config FILE`, `--format …`), paths as given to the run."""
+    attempt: str = ""
+    """The dedup attempt the marker was written by (a random token, new with each `write`): the shred that read it
+    names it in its summary (`dedup_attempt`), so a shred of an earlier attempt of the run does not count."""
 
     @property
     def dedup_folder(self) -> str:
@@ -60,7 +64,7 @@ class PendingShred:
     def write(self) -> None:
         """Write the marker whole (a temporary file renamed locally, one PUT on S3); a redo's replaces its own."""
         document = {"run_id": self.run_id, "dedup": self.dedup_folder, "shredded": self.shredded.rstrip("/"),
-                    "options": list(self.options), "command": self.command()}  # fmt: skip
+                    "options": list(self.options), "command": self.command(), "attempt": uuid.uuid4().hex}  # fmt: skip
         store.write_bytes(self.marker, (json.dumps(document, indent=2) + "\n").encode("utf-8"))
 
 
@@ -82,7 +86,7 @@ def read_marker(deduplicated: str, run_id: str) -> PendingShred | None:
     try:
         document = json.loads(data)
         pending = PendingShred(run_id, deduplicated.rstrip("/"), str(document["shredded"]),
-                               tuple(str(option) for option in document["options"]))  # fmt: skip
+                               tuple(str(option) for option in document["options"]), str(document["attempt"]))  # fmt: skip
     except (ValueError, KeyError, TypeError) as err:
         raise DamagedShredMarkerError(
             f"{path}: not a shred marker as a dedup run writes it ({type(err).__name__}: {err}); nothing was written. "
@@ -112,12 +116,23 @@ def require_shreds_complete(deduplicated: str, run_id: str) -> None:
         pending = read_marker(deduplicated, other)
         if other == run_id or pending is None or not store.exists(f"{pending.dedup_folder}/{SUCCESS_MARKER}"):
             continue
-        if store.exists(f"{pending.shred_folder}/{SUCCESS_MARKER}"):
+        if shred_sealed(pending):
             store.delete(pending.marker)
             continue
         unfinished.append(pending)
     if unfinished:
         raise unfinished_shred(unfinished[0], [pending.run_id for pending in unfinished[1:]])
+
+
+def shred_sealed(pending: PendingShred) -> bool:
+    """True when the shred folder the marker names is sealed by a shred of the marker's dedup attempt."""
+    if not store.exists(f"{pending.shred_folder}/{SUCCESS_MARKER}"):
+        return False
+    try:
+        summary = json.loads(store.read_bytes(f"{pending.shred_folder}/{SUMMARY}") or b"{}")
+    except ValueError:
+        return False  # a damaged summary seals nothing: the shred is done again
+    return isinstance(summary, dict) and summary.get("dedup_attempt") == pending.attempt
 
 
 def unfinished_shred(pending: PendingShred, others: Sequence[str] = ()) -> UnfinishedShredError:
@@ -132,21 +147,39 @@ def unfinished_shred(pending: PendingShred, others: Sequence[str] = ()) -> Unfin
     )
 
 
-def shred_completed(input_path: str, shred_folder: str) -> None:
-    """Remove the marker of the dedup run folder that `input_path` (`OUT/run=ID/good`) is, once the shred into
-    `shred_folder` has sealed: only a marker naming that shred folder (or an unreadable one), so a shred written
-    elsewhere leaves the pending one pending. Any other input (no dedup run folder, no marker) is left alone."""
+def _dedup_run_of(input_path: str) -> tuple[str, str] | None:
+    """(dedup output, run id) of a shred input `OUT/run=ID/good`; None for any other input."""
     dedup_folder, _, good = input_path.rstrip("/").rpartition("/")
     deduplicated, _, name = dedup_folder.rpartition("/")
     if good != "good" or not name.startswith("run=") or not deduplicated or not store.supported(dedup_folder):
-        return
-    run_id = name.removeprefix("run=")
+        return None
+    return deduplicated, name.removeprefix("run=")
+
+
+def consumed_attempt(input_path: str) -> str | None:
+    """The dedup attempt a shred of `input_path` consumes (read before its input): its marker's token, or None
+    when the input is no dedup run folder with a readable marker."""
+    run = _dedup_run_of(input_path)
     try:
-        pending = read_marker(deduplicated, run_id)
+        pending = read_marker(*run) if run else None
     except DamagedShredMarkerError:
-        store.delete(marker_path(deduplicated, run_id))  # this shred consumed that very dedup run folder
+        return None
+    return pending.attempt if pending else None
+
+
+def shred_completed(input_path: str, shred_folder: str, attempt: str | None) -> None:
+    """Remove the marker of the dedup run folder `input_path` (`OUT/run=ID/good`) is, once the shred into
+    `shred_folder` that consumed dedup `attempt` has sealed: only a marker naming that folder and attempt (or an
+    unreadable one), so a shred written elsewhere, or of an earlier attempt, leaves the pending one pending."""
+    run = _dedup_run_of(input_path)
+    if run is None:
         return
-    if pending is not None and pending.shred_folder == shred_folder.rstrip("/"):
+    try:
+        pending = read_marker(*run)
+    except DamagedShredMarkerError:
+        store.delete(marker_path(*run))  # this shred consumed that very dedup run folder
+        return
+    if pending is not None and pending.shred_folder == shred_folder.rstrip("/") and pending.attempt == attempt:
         store.delete(pending.marker)
 
 

@@ -88,8 +88,9 @@ def test_a_late_batch_whose_shred_failed_stops_the_next_dedup_with_shredded_unti
 
 
 def test_the_check_removes_a_marker_whose_shred_sealed_and_names_every_unfinished_one_on_s3() -> None:
-    """A shred killed between its `_SUCCESS` and the marker's removal is complete; the markers are read on S3 as
-    the deployed jobs see them, whatever the ids' order."""
+    """A shred killed between its `_SUCCESS` and the marker's removal is complete; one sealed by a shred of an
+    earlier dedup attempt of the run is not; the markers are read on S3 as the deployed jobs see them, whatever
+    the ids' order."""
     from jobs.fs.runs import UnfinishedShredError
     from jobs.fs.shreds import PendingShred, require_earlier_shred_complete
 
@@ -97,27 +98,35 @@ def test_the_check_removes_a_marker_whose_shred_sealed_and_names_every_unfinishe
         s3 = boto3.client("s3")
         s3.create_bucket(Bucket="out", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
         options = ("--config", "s3://artifacts/jobs/1/config.json")
+        markers = {}
         for run_id in (RUN_A, RUN_B, RUN_C):
             s3.put_object(Bucket="out", Key=f"deduplicated/run={run_id}/_SUCCESS", Body=b"")
             PendingShred(run_id, "s3://out/deduplicated", "s3://out/shredded", options).write()
-        s3.put_object(Bucket="out", Key=f"shredded/run={RUN_B}/_SUCCESS", Body=b"")  # killed before the removal
-        marker = json.loads(s3.get_object(Bucket="out", Key=f"deduplicated/_shred_pending/run={RUN_A}.json")["Body"]
-                            .read())  # fmt: skip
-        assert marker["dedup"] == f"s3://out/deduplicated/run={RUN_A}" and marker["shredded"] == "s3://out/shredded"
+            key = f"deduplicated/_shred_pending/run={run_id}.json"
+            markers[run_id] = json.loads(s3.get_object(Bucket="out", Key=key)["Body"].read())
 
-        later = "2026-11-24-04-00-00"
+        def shred_sealed(run_id: str, attempt: str) -> None:
+            summary = json.dumps({"job": "shred", "dedup_attempt": attempt}).encode()
+            s3.put_object(Bucket="out", Key=f"shredded/run={run_id}/summary.json", Body=summary)
+            s3.put_object(Bucket="out", Key=f"shredded/run={run_id}/_SUCCESS", Body=b"")
+
+        assert markers[RUN_A]["dedup"] == f"s3://out/deduplicated/run={RUN_A}"
+        assert markers[RUN_A]["shredded"] == "s3://out/shredded"
+        shred_sealed(RUN_B, markers[RUN_B]["attempt"])  # killed before the removal
+        shred_sealed(RUN_C, "an earlier attempt's")  # C's dedup was redone since
+
         with pytest.raises(UnfinishedShredError) as stopped:
-            require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded", later)
+            require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded", "2026-11-24-04-00-00")
         assert str(stopped.value).endswith(
-            f"{COMPLETE}python -m jobs shred --input s3://out/deduplicated/run={RUN_A}/good --output s3://out/shredded "
-            f"--run-id {RUN_A} --config s3://artifacts/jobs/1/config.json"
-        )
-        assert f"nothing was written. The shreds of 1 more run(s) have not completed either: {RUN_C}. " in str(
-            stopped.value
-        )
+            f"nothing was written. The shreds of 1 more run(s) have not completed either: {RUN_C}. {COMPLETE}python "
+            f"-m jobs shred --input s3://out/deduplicated/run={RUN_A}/good --output s3://out/shredded --run-id {RUN_A} "
+            "--config s3://artifacts/jobs/1/config.json"
+        )  # A, whose id is the earliest
         pending = s3.list_objects_v2(Bucket="out", Prefix="deduplicated/_shred_pending/")["Contents"]
         assert [item["Key"] for item in pending] == [
             f"deduplicated/_shred_pending/run={run_id}.json" for run_id in (RUN_A, RUN_C)
         ]  # B's removed
-        s3.put_object(Bucket="out", Key=f"shredded/run={RUN_C}/_SUCCESS", Body=b"")
+        shred_sealed(RUN_C, markers[RUN_C]["attempt"])
         require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded", RUN_A)  # A's own redo passes
+        pending = s3.list_objects_v2(Bucket="out", Prefix="deduplicated/_shred_pending/")["Contents"]
+        assert [item["Key"] for item in pending] == [f"deduplicated/_shred_pending/run={RUN_A}.json"]
