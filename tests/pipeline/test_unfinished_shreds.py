@@ -130,3 +130,21 @@ def test_the_check_removes_a_marker_whose_shred_sealed_and_names_every_unfinishe
         require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded", RUN_A)  # A's own redo passes
         pending = s3.list_objects_v2(Bucket="out", Prefix="deduplicated/_shred_pending/")["Contents"]
         assert [item["Key"] for item in pending] == [f"deduplicated/_shred_pending/run={RUN_A}.json"]
+
+
+def test_a_damaged_marker_stops_the_check_naming_it_and_a_stray_file_is_no_marker(tmp_path: Path) -> None:
+    from jobs.fs.shreds import DamagedShredMarkerError, require_earlier_shred_complete
+
+    deduplicated, shredded = tmp_path / "out" / "deduplicated", tmp_path / "out" / "shredded"
+    (deduplicated / "_shred_pending").mkdir(parents=True)
+    (deduplicated / "_shred_pending" / "notes.txt").write_text("a stray file")
+    require_earlier_shred_complete(str(deduplicated), str(shredded), RUN_B)
+    (deduplicated / "_shred_pending" / f"run={RUN_A}.json").write_text('{"run_id": "')  # cut short
+    with pytest.raises(DamagedShredMarkerError) as stopped:
+        require_earlier_shred_complete(str(deduplicated), str(shredded), RUN_B)
+    assert str(stopped.value) == (
+        f"{deduplicated}/_shred_pending/run={RUN_A}.json: not a shred marker as a dedup run writes it "
+        "(JSONDecodeError: Unterminated string starting at: line 1 column 12 (char 11)); nothing was written. Complete "
+        f"run {RUN_A}'s shred (python -m jobs shred --input {deduplicated}/run={RUN_A}/good with its pipeline's "
+        f"--output, --run-id {RUN_A} and options), then remove the marker"
+    )
