@@ -9,7 +9,7 @@ from typing import Any
 from jobs.config import LAYOUTS, SYNTHETIC_STRATEGIES, JobConfig
 from jobs.errors import InvalidArgumentError
 from jobs.fs.paths import absolute
-from jobs.fs.runs import require_earlier_shred_complete
+from jobs.fs.shreds import PendingShred, require_earlier_shred_complete
 from jobs.incremental.ledger import Window, window_from
 from jobs.runtime import preflight
 from jobs.runtime.cli import add_run_options, run_spark_job
@@ -46,8 +46,9 @@ def register(subparsers: Any) -> None:
         "--shredded",
         metavar="SHRED_OUT",
         help="the output of the shred step that follows this dedup (a pipeline that runs them apart, as the "
-        "deployed state machine does): the run stops, writing nothing, while the latest earlier run's shred "
-        "there has not completed, and says how to complete it",
+        "deployed state machine does): the run stops, writing nothing, while an earlier dedup run's shred there "
+        "has not completed, whatever its run id, and says how to complete it; this run leaves a marker in "
+        "OUT/_shred_pending/ that its shred removes",
     )
     parser.set_defaults(handler=handle)
 
@@ -143,6 +144,7 @@ def handle(args: argparse.Namespace) -> int:
             progress,
             create_manifest=args.create,
             incremental=incremental_window(args, config),
+            shred=pending_shred(args, run_id),
         ),
         render,
         lambda config: with_dedup_options(args, config),
@@ -155,4 +157,19 @@ def dedup_preflight(args: argparse.Namespace, config: JobConfig) -> None:
     preflight.check_paths(args.input, args.output, incremental=args.incremental)
     preflight.check_manifest(config, args.create)
     if getattr(args, "shredded", None):
-        require_earlier_shred_complete(absolute(args.output), absolute(args.shredded), args.run_id)
+        require_earlier_shred_complete(absolute(args.output), absolute(args.shredded), args.run_id,
+                                       shred_arguments(args))  # fmt: skip
+
+
+def shred_arguments(args: argparse.Namespace) -> tuple[str, ...]:
+    """What `dedup --shredded` knows of the shred that follows: its `--config` (the deployed state machine gives
+    both jobs the same) and `--layout` (`shred.layout`, which dedup's bad rows follow)."""
+    config = ("--config", absolute(args.config)) if args.config is not None else ()
+    return (*config, *(("--layout", args.layout) if args.layout is not None else ()))
+
+
+def pending_shred(args: argparse.Namespace, run_id: str) -> PendingShred | None:
+    """With `--shredded`: the shred that must follow this run (its marker is written before the run seals)."""
+    if not args.shredded:
+        return None
+    return PendingShred(run_id, absolute(args.output), absolute(args.shredded), shred_arguments(args))

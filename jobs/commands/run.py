@@ -15,7 +15,7 @@ from jobs.commands.dedup import (
 from jobs.commands.shred import add_format_option, with_iglu_config
 from jobs.config import JobConfig
 from jobs.fs.paths import absolute
-from jobs.fs.runs import require_earlier_shred_complete
+from jobs.fs.shreds import PendingShred, require_earlier_shred_complete
 from jobs.runtime.cli import add_run_options, run_spark_job
 
 DEDUPLICATED, SHREDDED = "deduplicated", "shredded"
@@ -65,6 +65,7 @@ def handle(args: argparse.Namespace) -> int:
             create_manifest=args.create,
             incremental=incremental_window(args, config),
             redo=redo,
+            shred=PendingShred(run_id, f"{output}/{DEDUPLICATED}", f"{output}/{SHREDDED}", shred_options(args)),
         )
         shredded = shred_job.run(
             spark,
@@ -87,15 +88,19 @@ def handle(args: argparse.Namespace) -> int:
     )
 
 
-def shred_options(args: argparse.Namespace) -> str:
-    """The shred options given to this `run` (an earlier run's unfinished shred is completed with them)."""
-    options = [f"--{name} {value}" for name in ("format", "layout", "iglu-config")
-               if (value := getattr(args, name.replace("-", "_"))) is not None]  # fmt: skip
-    return "".join(f" {option}" for option in options)
+def shred_options(args: argparse.Namespace) -> tuple[str, ...]:
+    """The shred arguments given to this `run`, paths made absolute: its shred's marker names them (an earlier
+    run's unfinished shred from before the markers is completed with them)."""
+    options: list[str] = []
+    for name in ("config", "format", "layout", "iglu-config"):
+        value = getattr(args, name.replace("-", "_"))
+        if value is not None:
+            options += [f"--{name}", absolute(value) if name in ("config", "iglu-config") else value]
+    return tuple(options)
 
 
 def run_preflight(args: argparse.Namespace, config: JobConfig) -> None:
-    """dedup's checks, and the latest earlier run's shred complete (before Spark starts)."""
+    """dedup's checks, and no earlier run's shred unfinished (before Spark starts)."""
     dedup_preflight(args, config)
     output = absolute(args.output.rstrip("/"))
     require_earlier_shred_complete(f"{output}/{DEDUPLICATED}", f"{output}/{SHREDDED}", args.run_id, shred_options(args))

@@ -34,6 +34,7 @@ from jobs.fs.input import Input, UnreadableFile, open_input, read_whole, require
 from jobs.fs.paths import absolute, check_apart, qualified
 from jobs.fs.run_folder import RunFolder
 from jobs.fs.runs import run_timestamp
+from jobs.fs.shreds import PendingShred
 from jobs.incremental.ledger import Plan, Window, plan_run, record_read
 from jobs.manifest import Manifest, ManifestCheck, ManifestRun, ManifestStats, open_manifest
 from jobs.manifest.base import run_key
@@ -102,6 +103,7 @@ def run(
     create_manifest: bool = False,
     incremental: Window | None = None,
     redo: str | None = None,
+    shred: PendingShred | None = None,
 ) -> dict[str, Any]:
     """Run the dedup job and return its summary (also written as `summary.json`).
 
@@ -111,7 +113,8 @@ def run(
     entry on a retry, else the new files in the window, recorded first). With a manifest, the run enters the
     manifest's register of unfinished runs before its first manifest write and leaves it after `_SUCCESS`
     (`jobs.manifest.unfinished`); `redo` is the command a later run prints if this one does not complete (default: this
-    dedup command).
+    dedup command). `shred`: the shred that follows this run (`run`, `dedup --shredded`), whose marker is written
+    before `_SUCCESS` (`jobs.fs.shreds`: later runs stop until that shred has sealed).
 
     Raises:
         NothingToDo: `incremental` and no new input file (nothing is written).
@@ -164,6 +167,8 @@ def run(
             summary["wall_time_seconds"] = round(time.monotonic() - started, 3)
             progress(f"sealing {folder.path}: summary.json, then _SUCCESS")
             folder.write_json(contract.SUMMARY, summary)
+            if shred is not None:
+                shred.write()
             folder.seal()
             if register is not None:
                 register.complete(registered)

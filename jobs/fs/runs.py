@@ -9,9 +9,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from jobs.contract import SUCCESS_MARKER
 from jobs.errors import InvalidArgumentError, WinnowError
-from jobs.fs import store
 
 RUN_ID_FORMAT = "%Y-%m-%d-%H-%M-%S"
 LEASES = "_leases"
@@ -57,29 +55,3 @@ def run_folder(output: str, run_id: str) -> str:
 def run_lease(output: str, run_id: str) -> str:
     """`OUT/_leases/run=ID.json`, the lease a writer of that run folder holds."""
     return f"{output.rstrip('/')}/{LEASES}/run={run_id}.json"
-
-
-def require_earlier_shred_complete(deduplicated: str, shredded: str, run_id: str, shred_options: str = "") -> None:
-    """Stop when the latest run before `run_id` under `deduplicated` completed and its shred under `shredded` did
-    not: that batch would never reach the warehouse. Only the latest needs a look: each run before it passed this
-    check. Local and `s3://` outputs (no Spark: the check runs before Spark starts).
-
-    Raises:
-        UnfinishedShredError: named, with the shred command that completes it (`shred_options` appended).
-    """
-    earlier = [name.removeprefix("run=") for name in store.children(deduplicated) if name.startswith("run=")]
-    earlier = [other for other in earlier if other < run_id]
-    if not earlier:
-        return
-    latest = max(earlier)
-    dedup_folder, shred_folder = run_folder(deduplicated, latest), run_folder(shredded, latest)
-    if not store.exists(f"{dedup_folder}/{SUCCESS_MARKER}") or store.exists(f"{shred_folder}/{SUCCESS_MARKER}"):
-        return  # an unfinished dedup is stopped by its own checks (the ledger, the manifest's register)
-    lease = run_lease(shredded, latest)
-    stale = f" Its lease {lease} is still there: once that run is gone, remove it first." if store.exists(lease) else ""
-    raise UnfinishedShredError(
-        f"run {latest}: its dedup completed and its shred did not (no {shred_folder}/{SUCCESS_MARKER}), so its "
-        f"events are not in the warehouse yet; nothing was written. Complete it first: python -m jobs shred --input "
-        f"{dedup_folder}/good --output {shredded.rstrip('/')} --run-id {latest}{shred_options}, with its --config as "
-        f"it was.{stale}"
-    )

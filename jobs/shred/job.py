@@ -35,6 +35,7 @@ from jobs.fs.input import Input, count_lines, open_input, read_whole, require_in
 from jobs.fs.paths import absolute, check_apart
 from jobs.fs.run_folder import RunFolder
 from jobs.fs.runs import run_timestamp
+from jobs.fs.shreds import consumed_attempt, shred_completed
 from jobs.runtime.summary import table
 from jobs.shred import message, rdb
 from jobs.shred.lines import (
@@ -102,6 +103,7 @@ def run(
     check_apart("--output", output_path, {"--input": input_path})
     folder = RunFolder(spark, output_path, run_id, "shred", RUN_ENTRIES)
     with folder.writing():
+        attempt = consumed_attempt(input_path)  # before the input: the dedup attempt whose good/ this run reads
         source, parsed = _read(spark, config, input_path, progress)
         folder.clear()
         progress(f"reading and shredding {input_path} ({layout} layout)")
@@ -109,11 +111,14 @@ def run(
         target = ShredTarget(folder, decided, run_time, config, output_format, layout, resolver, progress)
         written = _write(target)
         summary = _summary(target, written, run_id, input_path, source, started_at)
+        if attempt is not None:
+            summary["dedup_attempt"] = attempt
         if layout == "rdb":
             summary["loader_message"] = _hand_over(target, written, started_at)
         summary["wall_time_seconds"] = round(time.monotonic() - started, 3)
         folder.write_json(SUMMARY, summary)
         folder.seal()
+        shred_completed(input_path, folder.path, attempt)  # a dedup run's marker: its events are shredded now
     return summary
 
 

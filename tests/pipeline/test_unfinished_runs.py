@@ -20,7 +20,8 @@ import pytest
 from moto import mock_aws
 from pyspark.sql import SparkSession
 
-from jobs.fs.runs import UnfinishedShredError, require_earlier_shred_complete
+from jobs.fs.runs import UnfinishedShredError
+from jobs.fs.shreds import require_earlier_shred_complete
 from jobs.manifest import open_manifest
 from jobs.manifest.base import run_key
 from jobs.manifest.sqlite import SqliteManifest
@@ -29,7 +30,7 @@ from jobs.runtime.cli import main
 from tests.pipeline.helpers import event, read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_A, RUN_B = "2026-11-24-01-00-00", "2026-11-24-02-00-00"
+RUN_A, RUN_B, RUN_C = "2026-11-24-01-00-00", "2026-11-24-02-00-00", "2026-11-24-03-00-00"
 # Dies at the Nth seal of a run folder (dedup's is the first; in `run`, shred's the second).
 DIES_AT_SEAL = """
 import os, sys
@@ -121,42 +122,47 @@ def test_a_killed_run_with_its_ledger_entry_deleted_stops_the_next_run_until_it_
 
 
 @pytest.mark.slow  # a Spark process that dies, then the runs that follow the printed way out
-def test_run_killed_during_shred_stops_the_next_run_until_the_shred_is_completed(
+def test_a_late_run_killed_during_shred_stops_the_next_run_until_the_pasted_shred_command_completes_it(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root, output = tmp_path / "in", tmp_path / "out"
-    write(root / "a.tsv", events(range(0, 4)))
+    """A late batch run with an earlier id than the latest completed run, killed in shred: the latest earlier run
+    is complete, and the next run stops all the same (the register of unfinished shreds, `jobs.fs.shreds`)."""
+    root, output = tmp_path / "in", tmp_path / "out dir"  # the printed command must be quoted to paste
+    for batch, numbers in (("a", range(0, 4)), ("b", range(4, 6)), ("c", range(6, 8))):
+        write(root / batch / "events.tsv", events(numbers))
 
-    def pipeline(run_id: str) -> list[str]:
-        return ["run", "--input", str(root), "--output", str(output), "--run-id", run_id, "--incremental"]
+    def pipeline(run_id: str, batch: str) -> list[str]:
+        return ["run", "--input", str(root / batch), "--output", str(output), "--run-id", run_id]
 
-    killed(pipeline(RUN_A), at_seal=2)  # dedup sealed, shred killed before its seal
-    write(root / "b.tsv", events(range(4, 6)))
+    assert main(pipeline(RUN_B, "b")) == 0  # the latest run, complete
+    killed(pipeline(RUN_A, "a"), at_seal=2)  # the late batch: dedup sealed, shred killed before its seal
     shredded, lease = output / "shredded", output / "shredded" / "_leases" / f"run={RUN_A}.json"
-    assert main(pipeline(RUN_B)) == 1
+    capsys.readouterr()
+    assert main(pipeline(RUN_C, "c")) == 1
+    quoted = f"'{output}/deduplicated/run={RUN_A}/good' --output '{shredded}' --run-id {RUN_A}"
+    command = f"python -m jobs shred --input {quoted}"
     assert error_line(capsys) == (
         f"error: run {RUN_A}: its dedup completed and its shred did not (no {shredded}/run={RUN_A}/_SUCCESS), so "
-        f"its events are not in the warehouse yet; nothing was written. Complete it first: python -m jobs shred "
-        f"--input {output}/deduplicated/run={RUN_A}/good --output {shredded} --run-id {RUN_A}, with its --config as "
-        f"it was. Its lease {lease} is still there: once that run is gone, remove it first."
+        f"its events are not in the warehouse yet; nothing was written. Its lease {lease} is still there: once that "
+        f"run is gone, remove it first. Complete it first, then run again: {command}"
     )
-    assert not (output / "deduplicated" / f"run={RUN_B}").exists()
+    assert not (output / "deduplicated" / f"run={RUN_C}").exists()
 
-    lease.unlink()  # the printed way out, word for word
-    shred = [
-        "shred",
-        "--input",
-        f"{output}/deduplicated/run={RUN_A}/good",
-        "--output",
-        str(shredded),
-        "--run-id",
-        RUN_A,
-    ]
-    assert main(shred) == 0
-    assert main(pipeline(RUN_B)) == 0
+    lease.unlink()  # the printed way out, word for word, through a shell (`python` is this interpreter)
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    pasted = subprocess.run(["bash", "-c", command], cwd=ROOT, env={**os.environ, "PATH": path},
+                            capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert pasted.returncode == 0, pasted.stderr
+    assert main(pipeline(RUN_C, "c")) == 0
     atomic = "output=good/vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
-    ids = sorted(line.split("\t")[6] for run in (RUN_A, RUN_B) for line in read_lines(shredded / f"run={run}" / atomic))
-    assert ids == [uuid(number) for number in range(0, 6)]  # every event in the warehouse's input once
+    sealed = [folder for folder in output.glob("*/run=*") if (folder / "_SUCCESS").exists()]
+    assert len(sealed) == 6  # dedup and shred of A, B and C
+    good = sorted(line.split("\t")[6] for folder in sealed if folder.parent.name == "deduplicated"
+                  for line in read_lines(folder / "good"))  # fmt: skip
+    shred = sorted(line.split("\t")[6] for folder in sealed if folder.parent == shredded
+                   for line in read_lines(folder / atomic))  # fmt: skip
+    assert good == shred == [uuid(number) for number in range(0, 8)]  # every event once, in the warehouse's input
+    assert list((output / "deduplicated" / "_shred_pending").iterdir()) == []
 
 
 def test_a_run_killed_after_sealing_is_taken_as_complete(tmp_path: Path) -> None:
@@ -232,8 +238,8 @@ def test_dedup_with_shredded_stops_before_spark_while_an_earlier_shred_is_unfini
     assert main(argv) == 1
     assert error_line(capsys) == (
         f"error: run {RUN_A}: its dedup completed and its shred did not (no {shredded}/run={RUN_A}/_SUCCESS), so "
-        f"its events are not in the warehouse yet; nothing was written. Complete it first: python -m jobs shred "
-        f"--input {deduplicated}/run={RUN_A}/good --output {shredded} --run-id {RUN_A}, with its --config as it was."
+        f"its events are not in the warehouse yet; nothing was written. Complete it first, then run again: python -m "
+        f"jobs shred --input {deduplicated}/run={RUN_A}/good --output {shredded} --run-id {RUN_A}"
     )
     assert sorted(path.name for path in deduplicated.iterdir()) == [f"run={RUN_A}"]  # nothing written
 
@@ -248,8 +254,9 @@ def test_the_shred_check_reads_s3_folders_as_the_deployed_jobs_see_them() -> Non
         with pytest.raises(UnfinishedShredError) as stopped:
             require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded/", RUN_B)
         assert str(stopped.value).endswith(
-            f"--output s3://out/shredded --run-id {RUN_A}, with its --config as it was. Its lease "
-            f"s3://out/shredded/_leases/run={RUN_A}.json is still there: once that run is gone, remove it first."
+            f"Its lease s3://out/shredded/_leases/run={RUN_A}.json is still there: once that run is gone, remove it "
+            f"first. Complete it first, then run again: python -m jobs shred --input s3://out/deduplicated/run={RUN_A}"
+            f"/good --output s3://out/shredded --run-id {RUN_A}"
         )
         require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded", RUN_A)  # none before A
         s3.put_object(Bucket="out", Key=f"shredded/run={RUN_A}/_SUCCESS", Body=b"")
