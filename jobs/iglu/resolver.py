@@ -5,15 +5,20 @@ that a schema resolves here from the same registry, in the same order, as it doe
 
 - registries are tried in upstream's `prioritize` order (vendor-prefix match first, then the kind of registry,
   then the configured priority); the first that has the schema wins;
-- a schema that cannot be found or fetched is a returned `Failure` (the job turns it into bad rows), never an
-  exception; only a bad resolver config raises (`InvalidConfigError`);
+- a schema is "not found" only when every repository that could hold it answered so (HTTP 404, no such file in an
+  embedded folder; upstream's `isNotFound` weighs Iglu Central and its mirrors as one): that, or a schema that is
+  not usable, is a returned `Failure`, which the job turns into `loader_iglu_error` bad rows;
+- any other answer (connection refused or reset, a timeout, a DNS failure, 5xx, 429, another 4xx, an unreadable
+  embedded file) says nothing about the schema: an outage. The lookup asks again, with backoff, until its deadline,
+  then raises `RegistryOutageError` (exit 1): an outage never becomes a verdict, so never a bad row;
+- a bad resolver config raises `InvalidConfigError`;
 - `schemas_until` is upstream's `lookupSchemasUntilResult`: every schema of a model up to a key, which is what
   column types and TSV columns are derived from.
 
 Each key is asked once per `Resolver` (hits and failures alike are cached): one run sees one answer per key, so
-every event of that key is shredded the same way. Each lookup has a deadline and a run's lookups together a budget
-(`LOOKUP_DEADLINE_SECONDS`, `RUN_LOOKUP_BUDGET_SECONDS`): past them an HTTP registry is a failure, as one that
-never answers.
+every event of that key is shredded the same way. Each lookup has a deadline (`shred.iglu_lookup_deadline_seconds`)
+and a run's lookups together a budget (`RUN_LOOKUP_BUDGET_SECONDS`): past them an HTTP registry is an outage, as one
+that never answers. The time and the waits come from a `Clock`, so that tests wait without sleeping.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from urllib3.exceptions import (
 from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
 
-from jobs.errors import InvalidConfigError
+from jobs.errors import InvalidConfigError, WinnowError
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +82,12 @@ HTTP_TIMEOUT = urllib3.Timeout(connect=HTTP_CONNECT_SECONDS, read=HTTP_READ_SECO
 # A socket timeout bounds one wait, not an answer: a registry that sends a byte now and then never trips it. So a
 # lookup (every registry asked for one key) has a deadline that the requests HTTP_RETRY allows fit in, and all the
 # lookups of a run a budget, after which HTTP registries are no longer asked: neither can hold a run for long.
-LOOKUP_DEADLINE_SECONDS = 30.0
+LOOKUP_DEADLINE_SECONDS = 60  # shred.iglu_lookup_deadline_seconds's default: a registry's restart fits in it
 RUN_LOOKUP_BUDGET_SECONDS = 300.0
+DEADLINE_KEY = "shred.iglu_lookup_deadline_seconds"
+# Waits between the passes over the repositories that had an outage: 0.5 s, doubling, at most 8 s.
+FIRST_RETRY_WAIT_SECONDS = 0.5
+LONGEST_RETRY_WAIT_SECONDS = 8.0
 _BODY_CHUNK_BYTES = 64 * 1024
 _SHORTEST_WAIT = 0.001  # urllib3 refuses a zero timeout; a request this close to its deadline fails at once
 # Statuses that say "try again": after the retries they are a RepoFailure (the registry failed), never a
@@ -169,15 +178,33 @@ class RegistryError:
 
 
 @dataclass(frozen=True)
+class Clock:
+    """Where lookups read the time and wait: the system's monotonic clock, or a test's (that waits without sleeping)."""
+
+    now: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+SYSTEM_CLOCK = Clock()
+
+
+@dataclass(frozen=True)
 class Deadline:
-    """When a lookup must be over (a `time.monotonic()` instant), and the limit that set it, named in failures."""
+    """When a lookup must be over (an instant of `clock`), and the limit that set it, named in failures."""
 
     at: float
     limit: str
     """What set it, with its length: the lookup's deadline, or the run's budget when less is left of it."""
+    clock: Clock = SYSTEM_CLOCK
 
     def left(self) -> float:
-        return self.at - time.monotonic()
+        return self.at - self.clock.now()
+
+    def wait(self, seconds: float) -> None:
+        """Wait `seconds`, or until the deadline when that comes first."""
+        seconds = min(seconds, self.left())
+        if seconds > 0:
+            self.clock.sleep(seconds)
 
     def missed(self) -> RegistryError:
         return RegistryError("RepoFailure", f"no complete answer within {self.limit}")
@@ -227,6 +254,25 @@ class ResolutionFailure:
 
     def describe(self) -> str:
         return f"{self.key.uri} not found in {', '.join(history.describe() for history in self.history)}"
+
+
+class RegistryOutageError(WinnowError):
+    """A registry did not answer for a schema by the lookup's deadline (exit 1): whether the schema exists is
+    unknown, so the run stops before it seals anything; its rerun with the same run id asks again."""
+
+    exit_code = 1
+
+    def __init__(self, key: SchemaKey, repositories: Sequence[tuple[Repository, LookupHistory]], limit: str) -> None:
+        (repo, history), *others = repositories
+        also = f" (also {', '.join(other.describe() for other, _ in others)})" if others else ""
+        last = history.errors[-1].message or history.errors[-1].kind
+        super().__init__(
+            f"Iglu repository {repo.describe()}{also} gave no answer for {key.uri} within {limit}: {history.attempts} "
+            f"request(s), the last: {last}; whether the schema exists is unknown, so the shred stopped and sealed "
+            "nothing (no _SUCCESS, no shredding_complete.json, no loader message). Rerun the same run id once the "
+            "registry answers"
+        )
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -327,6 +373,13 @@ class _CountingRetry(Retry):
         retry = super().new(**kw)
         retry.deadline = self.deadline  # urllib3 makes a new Retry per request: the deadline goes along
         return retry
+
+    def sleep(self, response: BaseHTTPResponse | None = None) -> None:
+        """The backoff between requests, waited on the deadline's clock (never past the deadline)."""
+        if self.deadline is None:
+            super().sleep(response)
+        else:
+            self.deadline.wait(self.get_backoff_time())
 
     def increment(
         self,
@@ -501,8 +554,17 @@ def read_local(path: str) -> str | None:
 class Resolver:
     """The registries of one resolver config, and the answers they gave during this run."""
 
-    def __init__(self, repositories: Sequence[Repository]) -> None:
+    def __init__(
+        self,
+        repositories: Sequence[Repository],
+        *,
+        lookup_deadline_seconds: float = LOOKUP_DEADLINE_SECONDS,
+        clock: Clock | None = None,
+    ) -> None:
+        """`clock`: None is `SYSTEM_CLOCK` (read when called, so that a test may replace it)."""
         self.repositories: list[Repository] = list(repositories)
+        self.lookup_deadline_seconds = lookup_deadline_seconds
+        self._clock = clock or SYSTEM_CLOCK
         self._iglu_central = {
             repo.name for repo in self.repositories if isinstance(repo, HttpRepository) and repo.is_iglu_central
         }
@@ -519,6 +581,7 @@ class Resolver:
         read_text: Callable[[str], str | None] = read_local,
         *,
         label: str = "--iglu-config",
+        lookup_deadline_seconds: float = LOOKUP_DEADLINE_SECONDS,
     ) -> Resolver:
         """The resolver a self-describing resolver config (resolver-config 1-0-0 to 1-0-3) describes.
 
@@ -528,15 +591,22 @@ class Resolver:
                 embedded `path`.
             read_text: reads an embedded schema file: its text, None when absent, OSError on other failures.
             label: what the config is to the user, named before `source` in errors.
+            lookup_deadline_seconds: how long one lookup keeps asking registries that have an outage.
 
         Raises:
             InvalidConfigError: the config is not JSON, not a resolver config, or has a wrong value; one line
                 naming the source, the JSON path, what was given and what is allowed.
         """
-        return cls(_ConfigParser(f"{label} {source}", source, read_text).parse(text))
+        repositories = _ConfigParser(f"{label} {source}", source, read_text).parse(text)
+        return cls(repositories, lookup_deadline_seconds=lookup_deadline_seconds)
 
     def lookup(self, key: SchemaKey) -> dict[str, Any] | Failure:
-        """The schema of `key`, or why not. The same object comes back for the same key: do not change it."""
+        """The schema of `key`, or why not. The same object comes back for the same key: do not change it.
+
+        Raises:
+            RegistryOutageError: no repository gave the schema, and one that might hold it had an outage until the
+                lookup's deadline (nothing is cached: a later lookup asks again).
+        """
         with self._lock:
             cached = self._cache.get(key)
             if cached is None:
@@ -567,49 +637,75 @@ class Resolver:
             return result
 
     def _is_not_found(self, failure: Failure) -> bool:
-        """Upstream's `isNotFound`: an Iglu Central (or mirror) that said NotFound or ClientFailure outweighs
-        another that failed; every other registry must have said NotFound or ClientFailure."""
-        if isinstance(failure, InvalidSchema):
-            return False
+        """Upstream's `isNotFound`, for the failures `lookup` returns: a ResolutionFailure is "not found" (an
+        outage raised instead), an InvalidSchema is not."""
+        return isinstance(failure, ResolutionFailure)
 
-        def not_found(history: LookupHistory) -> bool:
-            return any(error.kind != "RepoFailure" for error in history.errors)
+    def _outages(self, history: Sequence[LookupHistory]) -> list[LookupHistory]:
+        """The answers that keep `history` from saying "not found" (empty when it does): a repository that did not
+        say NotFound, but among Iglu Central and its mirrors (copies of one registry) one NotFound answers for all."""
 
-        central = [history for history in failure.history if history.repository in self._iglu_central]
-        custom = [history for history in failure.history if history.repository not in self._iglu_central]
-        return (not central or any(not_found(history) for history in central)) and all(
-            error.kind != "RepoFailure" for history in custom for error in history.errors
-        )
+        def not_found(answer: LookupHistory) -> bool:
+            return all(error.kind == "NotFound" for error in answer.errors)
+
+        central = [answer for answer in history if answer.repository in self._iglu_central]
+        settled = not central or any(not_found(answer) for answer in central)
+        return [
+            answer
+            for answer in history
+            if not not_found(answer) and not (settled and answer.repository in self._iglu_central)
+        ]
 
     def _deadline(self, started: float) -> Deadline:
-        """A lookup's deadline: LOOKUP_DEADLINE_SECONDS from `started`, or sooner when less is left of the budget."""
-        budget_left = RUN_LOOKUP_BUDGET_SECONDS - self._spent
-        if budget_left < LOOKUP_DEADLINE_SECONDS:
-            return Deadline(
-                started + budget_left, f"the run's budget for Iglu lookups ({RUN_LOOKUP_BUDGET_SECONDS:g} s)"
-            )
-        return Deadline(started + LOOKUP_DEADLINE_SECONDS, f"the lookup's deadline ({LOOKUP_DEADLINE_SECONDS:g} s)")
+        """A lookup's deadline: `lookup_deadline_seconds` from `started`, or sooner when less is left of the run's
+        budget (never less than one lookup's deadline)."""
+        seconds = self.lookup_deadline_seconds
+        budget = max(RUN_LOOKUP_BUDGET_SECONDS, seconds)
+        if budget - self._spent < seconds:
+            limit = f"the run's budget for Iglu lookups ({budget:g} s)"
+            return Deadline(started + budget - self._spent, limit, self._clock)
+        return Deadline(started + seconds, f"the lookup's deadline ({seconds:g} s, {DEADLINE_KEY})", self._clock)
 
     def _resolve(self, key: SchemaKey) -> dict[str, Any] | Failure:
-        started = time.monotonic()
+        """Every repository in priority order; those with an outage again after a wait, until one gives the schema,
+        all that might hold it said "not found", or the deadline passed (RegistryOutageError)."""
+        started = self._clock.now()
         deadline = self._deadline(started)
-        history: list[LookupHistory] = []
+        ordered = prioritize(key.vendor, self.repositories)
+        answers: dict[str, LookupHistory] = {}  # per repository its latest answer, with the requests of all passes
+        asking, wait = ordered, FIRST_RETRY_WAIT_SECONDS
         try:
-            for repo in prioritize(key.vendor, self.repositories):
-                fetched = repo.fetch(key, deadline)
-                if fetched.error is None:
-                    schema = _schema(key, repo, fetched.body)
-                    if isinstance(schema, InvalidSchema):
-                        logger.warning("%s", schema.describe())
-                    else:
-                        logger.info("%s: found in %s (%d requests)", key.uri, repo.describe(), fetched.attempts)
-                    return schema
-                history.append(LookupHistory(repo.name, (fetched.error,), fetched.attempts))
+            while True:
+                for repo in asking:
+                    fetched = repo.fetch(key, deadline)
+                    if fetched.error is None:
+                        return _found(key, repo, fetched)
+                    earlier = answers[repo.name].attempts if repo.name in answers else 0
+                    answers[repo.name] = LookupHistory(repo.name, (fetched.error,), earlier + fetched.attempts)
+                history = tuple(answers[repo.name] for repo in ordered)
+                outages = self._outages(history)
+                if not outages:
+                    failure = ResolutionFailure(key, history)
+                    logger.warning("%s", failure.describe())
+                    return failure
+                if deadline.left() < wait:  # no pass more before the deadline: waiting would only delay the stop
+                    named = {repo.name: repo for repo in ordered}
+                    raise RegistryOutageError(key, [(named[h.repository], h) for h in outages], deadline.limit)
+                deadline.wait(wait)
+                logger.info("%s: %s; asking again", key.uri, ", ".join(answer.describe() for answer in outages))
+                wait = min(wait * 2, LONGEST_RETRY_WAIT_SECONDS)
+                asking = [repo for repo in ordered if answers[repo.name] in outages]
         finally:
-            self._spent += time.monotonic() - started
-        failure = ResolutionFailure(key, tuple(history))
-        logger.warning("%s", failure.describe())
-        return failure
+            self._spent += self._clock.now() - started
+
+
+def _found(key: SchemaKey, repo: Repository, fetched: _Fetched) -> dict[str, Any] | InvalidSchema:
+    schema = _schema(key, repo, fetched.body)
+    if isinstance(schema, InvalidSchema):
+        logger.warning("%s", schema.describe())
+    else:
+        logger.info("%s: found in %s (%d requests)", key.uri, repo.describe(), fetched.attempts)
+    return schema
 
 
 def _schema(key: SchemaKey, repo: Repository, body: str | bytes | None) -> dict[str, Any] | InvalidSchema:
