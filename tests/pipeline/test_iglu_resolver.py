@@ -23,7 +23,9 @@ import urllib3
 from pyspark.sql import SparkSession
 
 from jobs.errors import InvalidConfigError
+from jobs.iglu import http_repository as http_module
 from jobs.iglu import resolver as resolver_module
+from jobs.iglu.repositories import Fetched
 from jobs.iglu.resolver import (
     Clock,
     Deadline,
@@ -35,7 +37,6 @@ from jobs.iglu.resolver import (
     ResolutionFailure,
     Resolver,
     SchemaKey,
-    _Fetched,
     read_local,
 )
 from jobs.runtime.cli import main
@@ -422,7 +423,7 @@ def test_an_answer_that_is_not_200_or_404_is_an_outage_asked_again_until_the_dea
     registry: Registry, silent: str, waits: Waits, monkeypatch: pytest.MonkeyPatch, answer: str, requests: int,
     last: str
 ) -> None:  # fmt: skip
-    monkeypatch.setattr(resolver_module, "HTTP_READ_SECONDS", 0.05)  # the silent server's reads time out at once
+    monkeypatch.setattr(http_module, "HTTP_READ_SECONDS", 0.05)  # the silent server's reads time out at once
     uri = {"refused": f"http://127.0.0.1:{unused_port()}", "timeout": silent}.get(answer, registry.uri)
     registry.statuses[f"/schemas/{THING.path}"] = int(answer) if answer.isdigit() else 200
     res = Resolver.from_config(config(http("ours", uri)), "conf/resolver.json", lookup_deadline_seconds=10)
@@ -667,11 +668,11 @@ class ScriptedHttp(HttpRepository):
 
     answers: dict[str, dict[str, Any] | RegistryError] = field(default_factory=dict, compare=False)
 
-    def fetch(self, key: SchemaKey, deadline: Deadline) -> _Fetched:
+    def fetch(self, key: SchemaKey, deadline: Deadline) -> Fetched:
         answer = self.answers.get(key.version, RegistryError("NotFound"))
         if isinstance(answer, RegistryError):
-            return _Fetched(None, answer, 1)
-        return _Fetched(json.dumps(answer), None, 1)
+            return Fetched(None, answer, 1)
+        return Fetched(json.dumps(answer), None, 1)
 
 
 def scripted(name: str, uri: str, **answers: dict[str, Any] | RegistryError) -> ScriptedHttp:
