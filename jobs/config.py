@@ -155,6 +155,9 @@ class ShredConfig:
     iglu_config: str | None = None
     """An Iglu resolver config (`iglu:com.snowplowanalytics.iglu/resolver-config/jsonschema/1-0-*`), a local path
     or s3:// URI; `--iglu-config` overrides. Needed for TSV shredding and typed wide-row Parquet."""
+    iglu_lookup_deadline_seconds: int = 60
+    """How long one schema lookup keeps asking a registry that does not answer (refused, timed out, 5xx, 429)
+    before the run stops with nothing sealed; only a "not found" answer makes `loader_iglu_error` bad rows."""
     tsv: tuple[str, ...] = ()
     """Schema criteria (`iglu:V/N/F/M-R-A`, `*` for M, R or A) shredded as TSV by `--format shred`."""
     json: tuple[str, ...] = ()
@@ -165,6 +168,11 @@ class ShredConfig:
     def __post_init__(self) -> None:
         from jobs.iglu.criterion import SchemaCriterion
 
+        if not 1 <= self.iglu_lookup_deadline_seconds <= 3600:
+            raise InvalidConfigError(
+                f"shred.iglu_lookup_deadline_seconds: given {self.iglu_lookup_deadline_seconds}; "
+                "allowed: a whole number from 1 to 3600"
+            )
         for name in ("tsv", "json", "skip"):
             for i, text in enumerate(getattr(self, name)):
                 try:

@@ -1,5 +1,6 @@
 """What the shred formats do with each entity type of a run: TSV (columns from its schema), JSON, skipped, or
-failed (its schema could not be resolved or flattened: the events holding it become `loader_iglu_error` bad rows).
+failed (its schema is not found or cannot be flattened: the events holding it become `loader_iglu_error` bad rows;
+a registry outage is no such answer: the lookup raises RegistryOutageError and the run stops).
 
 Decided on the driver, once per run, from the run's distinct entity types: each schema is looked up once (the
 resolver caches), then the per-row work is Spark expressions built from the plan.
@@ -20,7 +21,7 @@ from jobs.config import ShredConfig
 from jobs.config import read_text as config_read_text
 from jobs.errors import InvalidArgumentError, InvalidConfigError
 from jobs.iglu.criterion import SchemaCriterion
-from jobs.iglu.resolver import InvalidSchema, Resolver, SchemaKey
+from jobs.iglu.resolver import LOOKUP_DEADLINE_SECONDS, InvalidSchema, Resolver, SchemaKey
 from jobs.iglu.tsv import TsvColumn, UnusableSchemaError, tsv_columns
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class ShredPlan:
 
 def read_text(path: str) -> str | None:
     """A file's text, local or `s3://bucket/key` (read on the driver); None when it does not exist. Another
-    failure (e.g. S3 access denied) is an OSError: the resolver records its repository as failed, the run goes on."""
+    failure (e.g. S3 access denied) is an OSError: an outage of that repository, asked again until the deadline."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
@@ -51,7 +52,7 @@ def read_text(path: str) -> str | None:
         raise OSError(f"{path}: {err}") from err
 
 
-def open_resolver(source: str) -> Resolver:
+def open_resolver(source: str, lookup_deadline_seconds: int = LOOKUP_DEADLINE_SECONDS) -> Resolver:
     """The resolver of an Iglu resolver config file (local or s3://).
 
     Raises:
@@ -63,7 +64,7 @@ def open_resolver(source: str) -> Resolver:
         raise InvalidConfigError(f"--iglu-config {source}: cannot be read: {err}") from None
     if text is None:
         raise InvalidConfigError(f"--iglu-config {source}: no such file")
-    return Resolver.from_config(text, source, read_text)
+    return Resolver.from_config(text, source, read_text, lookup_deadline_seconds=lookup_deadline_seconds)
 
 
 def skip_criteria(config: ShredConfig) -> tuple[SchemaCriterion, ...]:
@@ -91,7 +92,7 @@ def check_resolver(output_format: str, config: ShredConfig) -> Resolver | None:
                 "or shred.iglu_config"
             )
         return None
-    return open_resolver(config.iglu_config)
+    return open_resolver(config.iglu_config, config.iglu_lookup_deadline_seconds)
 
 
 def plan_types(

@@ -1,9 +1,10 @@
 """Typed wide-row entity columns: each family's columns from its Iglu schemas (`jobs.iglu.parquet`), looked up once
 per run on the driver, and the column expressions that fill them from an event's entities.
 
-A family whose schemas cannot be had makes the events holding it `loader_iglu_error` bad rows (as TSV shredding
-does); so does an entity whose data does not fit its column's type (`cast_failed`: upstream's Parquet transformer
-rejects such an event too, where Spark's reader would quietly null or convert the value).
+A family whose schemas are not found makes the events holding it `loader_iglu_error` bad rows (as TSV shredding
+does; a registry outage stops the run instead: `RegistryOutageError`); so does an entity whose data does not fit
+its column's type (`cast_failed`: upstream's Parquet transformer rejects such an event too, where Spark's reader
+would quietly null or convert the value).
 """
 
 from __future__ import annotations

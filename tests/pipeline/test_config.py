@@ -49,6 +49,10 @@ def test_no_file_means_the_defaults() -> None:
         ({"dedup": {"fingerprint_fields": "app_id"}}, 'dedup.fingerprint_fields: given "app_id"; allowed: a list'),
         ({"manifest": {"uri": 5}}, "manifest.uri: given 5; allowed: a string"),
         ({"output": {"compression": "zstd"}}, 'output.compression: given "zstd"; allowed: none, gzip'),
+        (
+            {"shred": {"iglu_lookup_deadline_seconds": 0}},
+            "shred.iglu_lookup_deadline_seconds: given 0; allowed: a whole number from 1 to 3600",
+        ),
         ({"spark": {"conf": {"driver.memory": "4g"}}}, "spark.conf: keys ['driver.memory'] are not Spark settings"),
         ([], "the config: expected an object, given []"),
     ],

@@ -1,7 +1,9 @@
-"""The Iglu resolver: embedded and HTTP registries, their order, failures as values, caching, schemas_until, config.
+"""The Iglu resolver: embedded and HTTP registries, their order, "not found" as a value and an outage as an error,
+caching, schemas_until, config.
 
-No Spark, but for the lookup deadline through shred. HTTP registries are a loopback server per test; the embedded
-one is the copy of Iglu Central schemas in iglu/embedded (the copy shipped with the jobs).
+No Spark, but for an outage through shred. HTTP registries are a loopback server per test; the embedded one is the
+copy of Iglu Central schemas in iglu/embedded (the copy shipped with the jobs). A lookup that waits reads its time
+from `waits` (a clock that moves on when waited on): no test sleeps through a deadline.
 """
 
 from __future__ import annotations
@@ -21,21 +23,25 @@ import urllib3
 from pyspark.sql import SparkSession
 
 from jobs.errors import InvalidConfigError
+from jobs.iglu import http_repository as http_module
 from jobs.iglu import resolver as resolver_module
+from jobs.iglu.repositories import Fetched
 from jobs.iglu.resolver import (
+    Clock,
     Deadline,
     HttpRepository,
     InvalidSchema,
     LookupHistory,
     RegistryError,
+    RegistryOutageError,
     ResolutionFailure,
     Resolver,
     SchemaKey,
-    _Fetched,
     read_local,
 )
+from jobs.runtime.cli import main
 from jobs.shred import rdb
-from tests.pipeline.helpers import ID_A, ID_B, IGLU_CENTRAL, WEB_PAGE, contexts, event, read_lines, shred
+from tests.pipeline.helpers import ID_A, ID_B, ID_C, IGLU_CENTRAL, RUN_ID, WEB_PAGE, contexts, event, read_lines
 
 SNOWPLOW = "iglu:com.snowplowanalytics.snowplow"
 APPLICATION_ERROR = SchemaKey.parse(f"{SNOWPLOW}/application_error/jsonschema/1-0-2")
@@ -43,6 +49,38 @@ GEOLOCATION = SchemaKey.parse(f"{SNOWPLOW}/geolocation_context/jsonschema/1-1-0"
 THING = SchemaKey.parse("iglu:com.acme/thing/jsonschema/1-0-0")
 LAST_ATTEMPT = "2024-05-01T10:00:00Z"
 CONFIG_SCHEMA = "iglu:com.snowplowanalytics.iglu/resolver-config/jsonschema/1-0-3"
+UNKNOWN = (
+    "whether the schema exists is unknown, so the shred stopped and sealed nothing (no _SUCCESS, no "
+    "shredding_complete.json, no loader message). Rerun the same run id once the registry answers"
+)
+
+
+@dataclass
+class Waits:
+    """A clock for lookups that waits without sleeping: a wait moves its time on, and is recorded."""
+
+    now: float = 0.0
+    waited: list[float] = field(default_factory=list)
+
+    def sleep(self, seconds: float) -> None:
+        self.waited.append(round(seconds, 6))
+        self.now += seconds
+
+
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> Waits:
+    """Every resolver made in the test (the command line's too) reads its time from one `Waits`."""
+    state = Waits()
+    monkeypatch.setattr(resolver_module, "SYSTEM_CLOCK", Clock(lambda: state.now, state.sleep))
+    return state
+
+
+def outage(repository: str, key: SchemaKey, requests: int, last: str, limit: str = "60 s") -> str:
+    """RegistryOutageError's line for `repository` (as `describe` names it)."""
+    return (
+        f"Iglu repository {repository} gave no answer for {key.uri} within the lookup's deadline ({limit}, "
+        f"shred.iglu_lookup_deadline_seconds): {requests} request(s), the last: {last}; {UNKNOWN}"
+    )
 
 
 @dataclass
@@ -272,7 +310,7 @@ def test_relative_embedded_path_under_an_s3_config_is_joined_with_slashes() -> N
     assert asked == ["s3://bucket/iglu/schemas-copy/schemas/com.acme/thing/jsonschema/1-0-0"]
 
 
-def test_embedded_read_failure_is_a_repo_failure_and_the_next_repository_is_asked(tmp_path: Path) -> None:
+def test_embedded_read_failure_is_an_outage_and_the_next_repository_is_asked(tmp_path: Path, waits: Waits) -> None:
     def read_text(path: str) -> str | None:
         if path.startswith("/nowhere/"):
             raise PermissionError(13, "Permission denied")
@@ -281,14 +319,14 @@ def test_embedded_read_failure_is_a_repo_failure_and_the_next_repository_is_aske
     repos = [embedded("broken", "/nowhere"), embedded("local", write_thing(tmp_path, "second"), priority=1)]
     res = Resolver.from_config(config(*repos), "conf/resolver.json", read_text)
     assert res.lookup(THING) == thing_schema("second")
-    missing = res.lookup(THING.with_version(1, 0, 1))
-    assert missing == ResolutionFailure(
-        THING.with_version(1, 0, 1),
-        (
-            LookupHistory("broken", (RegistryError("RepoFailure", "[Errno 13] Permission denied"),), 1),
-            LookupHistory("local", (RegistryError("NotFound"),), 1),
-        ),
+    # "local" has no 1-0-1, but "broken" might: unknown. Asked again (only "broken") after 0.5, 1, 2, 4, then 8 s
+    # each: at 55.5 s the next wait would end past the 60 s deadline, so the lookup stops there.
+    with pytest.raises(RegistryOutageError) as err:
+        res.lookup(THING.with_version(1, 0, 1))
+    assert str(err.value) == outage(
+        "broken (embedded /nowhere)", THING.with_version(1, 0, 1), 11, "[Errno 13] Permission denied"
     )
+    assert waits.waited == [0.5, 1, 2, 4, 8, 8, 8, 8, 8, 8]
 
 
 def test_read_local_reads_paths_and_file_uris(tmp_path: Path) -> None:
@@ -366,43 +404,76 @@ def test_missing_schema_is_a_resolution_failure_listing_every_repository(tmp_pat
     assert registry.paths() == [f"/schemas/{THING.path}"]
 
 
-def test_server_not_listening_is_a_repo_failure_after_retries(tmp_path: Path) -> None:
-    port = unused_port()
-    res = resolver(http("gone", f"http://127.0.0.1:{port}"), embedded("local", tmp_path))
-    failure = res.lookup(THING)
-    assert isinstance(failure, ResolutionFailure)
-    assert [(h.repository, h.attempts, [e.kind for e in h.errors]) for h in failure.history] == [
-        ("local", 1, ["NotFound"]),
-        ("gone", 3, ["RepoFailure"]),
-    ]
-    assert failure.history[1].errors[0].message == "cannot connect: [Errno 111] Connection refused"
-    assert failure.describe().endswith("gone (RepoFailure: cannot connect: [Errno 111] Connection refused)")
+@pytest.fixture
+def silent() -> Iterator[str]:
+    """A loopback port that takes connections and never answers (no accept: the kernel queues them)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
-def test_unauthorized_is_a_client_failure_not_retried(registry: Registry) -> None:
-    registry.statuses[f"/schemas/{THING.path}"] = 401
-    failure = resolver(http("registry", registry.uri, apikey="wrong")).lookup(THING)
-    assert failure == ResolutionFailure(
-        THING, (LookupHistory("registry", (RegistryError("ClientFailure", "Unexpected response code: 401"),), 1),)
-    )
-    assert registry.paths() == [f"/schemas/{THING.path}"]
+@pytest.mark.parametrize(
+    ("answer", "requests", "last"),
+    [("500", 15, "Unexpected response code: 500"), ("503", 15, "Unexpected response code: 503"),
+     ("429", 15, "Unexpected response code: 429"), ("401", 5, "Unexpected response code: 401"),
+     ("refused", 15, "cannot connect: [Errno 111] Connection refused"), ("timeout", 15, "read timed out after 5.0 s")],
+)  # fmt: skip
+def test_an_answer_that_is_not_200_or_404_is_an_outage_asked_again_until_the_deadline(
+    registry: Registry, silent: str, waits: Waits, monkeypatch: pytest.MonkeyPatch, answer: str, requests: int,
+    last: str
+) -> None:  # fmt: skip
+    monkeypatch.setattr(http_module, "HTTP_READ_SECONDS", 0.05)  # the silent server's reads time out at once
+    uri = {"refused": f"http://127.0.0.1:{unused_port()}", "timeout": silent}.get(answer, registry.uri)
+    registry.statuses[f"/schemas/{THING.path}"] = int(answer) if answer.isdigit() else 200
+    res = Resolver.from_config(config(http("ours", uri)), "conf/resolver.json", lookup_deadline_seconds=10)
+    with pytest.raises(RegistryOutageError) as err:
+        res.lookup(THING)
+    assert str(err.value) == outage(f"ours (http {uri})", THING, requests, last, limit="10 s")
+    assert err.value.exit_code == 1
+    # urllib3 makes 3 requests 0.2 s apart (not for a 401), the lookup asks again after 0.5, 1, 2 and 4 s: at 8.5 s
+    # the next wait (8 s) would end past the 10 s deadline.
+    retried = [0.2] if requests == 15 else []
+    assert waits.waited == [*retried, 0.5, *retried, 1, *retried, 2, *retried, 4, *retried]
+    if answer.isdigit():
+        assert registry.paths() == [f"/schemas/{THING.path}"] * requests
+    with pytest.raises(RegistryOutageError):
+        res.lookup(THING)  # an outage is not cached: asked again
 
 
-def test_server_error_is_retried_then_a_repo_failure(registry: Registry) -> None:
-    registry.statuses[f"/schemas/{THING.path}"] = 500
-    failure = resolver(http("registry", registry.uri)).lookup(THING)
-    assert failure == ResolutionFailure(
-        THING, (LookupHistory("registry", (RegistryError("RepoFailure", "Unexpected response code: 500"),), 3),)
-    )
-    assert registry.paths() == [f"/schemas/{THING.path}"] * 3
-    assert isinstance(failure, ResolutionFailure)
-    assert failure.failure_json(LAST_ATTEMPT)["error"]["lookupHistory"] == [
-        {"repository": "registry", "errors": [{"error": "RepoFailure", "message": "Unexpected response code: 500"}],
-         "attempts": 3, "lastAttempt": LAST_ATTEMPT},
-    ]  # fmt: skip
+def test_not_found_is_a_verdict_asked_once(registry: Registry, waits: Waits) -> None:
+    failure = resolver(http("ours", registry.uri)).lookup(THING)
+    assert failure == ResolutionFailure(THING, (LookupHistory("ours", (RegistryError("NotFound"),), 1),))
+    assert (registry.paths(), waits.waited) == ([f"/schemas/{THING.path}"], [])
 
 
-def test_a_failing_repository_does_not_hide_the_next_one(registry: Registry) -> None:
+def test_an_outage_with_no_repository_finding_the_schema_is_an_outage(
+    tmp_path: Path, registry: Registry, waits: Waits
+) -> None:
+    registry.statuses[f"/down/schemas/{THING.path}"] = 502
+    res = resolver(http("down", f"{registry.uri}/down"), http("empty", f"{registry.uri}/empty", priority=1))
+    with pytest.raises(RegistryOutageError) as err:
+        res.lookup(THING)
+    assert str(err.value).startswith(f"Iglu repository down (http {registry.uri}/down) gave no answer for {THING.uri}")
+    # "empty" said 404 once: only "down" is asked again.
+    assert registry.paths().count(f"/empty/schemas/{THING.path}") == 1
+
+
+def test_an_outage_that_ends_before_the_deadline_gives_the_schema(tmp_path: Path, waits: Waits) -> None:
+    folder = write_thing(tmp_path, "after a restart")
+    failures = [OSError("S3 is slow down"), OSError("S3 is slow down")]
+
+    def read_text(path: str) -> str | None:
+        if failures:
+            raise failures.pop()
+        return read_local(path)
+
+    res = Resolver.from_config(config(embedded("bucket", folder)), "conf/resolver.json", read_text)
+    assert res.lookup(THING) == thing_schema("after a restart")
+    assert waits.waited == [0.5, 1]
+
+
+def test_a_failing_repository_does_not_hide_the_next_one(registry: Registry, waits: Waits) -> None:
     registry.statuses[f"/broken/schemas/{THING.path}"] = 503
     registry.serve(f"/good/schemas/{THING.path}", thing_schema("good"))
     res = resolver(http("broken", f"{registry.uri}/broken"), http("good", f"{registry.uri}/good", priority=1))
@@ -410,47 +481,68 @@ def test_a_failing_repository_does_not_hide_the_next_one(registry: Registry) -> 
     assert registry.paths() == [f"/broken/schemas/{THING.path}"] * 3 + [f"/good/schemas/{THING.path}"]
 
 
-@pytest.mark.timeout(300)  # a Spark session may start in this test, on a busy machine
-def test_a_registry_that_never_finishes_its_answer_gives_bad_rows_at_the_lookup_deadline(
-    spark: SparkSession, tmp_path: Path, trickling: Registry, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.timeout(60)
+def test_a_registry_that_never_finishes_its_answer_is_an_outage_at_the_lookup_deadline(trickling: Registry) -> None:
     # Every socket read gets its byte in time: only a deadline on the whole lookup ends it (short, for a quick test).
-    monkeypatch.setattr(resolver_module, "LOOKUP_DEADLINE_SECONDS", 1.0)
-    conf = tmp_path / "resolver.json"
-    conf.write_text(config(http("slow", f"{trickling.uri}/api")), encoding="utf-8")
-    lines = [event(ID_A, contexts=contexts(WEB_PAGE)), event(ID_B)]
-    run = shred(tmp_path, lines, "--format", "shred-tsv", "--iglu-config", str(conf))  # exit 0, checked there
-
-    web_page = "iglu:org.schema/WebPage/jsonschema/1-0-0"
-    missed = "no complete answer within the lookup's deadline (1 s)"
-    (bad,) = [json.loads(line) for line in read_lines(run / rdb.BAD / rdb.IGLU_ERROR_PATH)]
-    assert bad["data"]["failure"] == [
-        {"schemaKey": web_page, "error": {"error": "ResolutionError", "lookupHistory": [
-            {"repository": "slow", "errors": [{"error": "RepoFailure", "message": missed}], "attempts": 1,
-             "lastAttempt": "2026-11-22T03:00:00.000Z"},
-        ]}},
-    ]  # fmt: skip
-    assert bad["data"]["payload"]["event_id"] == ID_A
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["counts"] == {"input": 2, "good": 1, "bad": 1}
-    assert summary["bad_rows"] == {"loader_parsing_error": 0, "loader_iglu_error": 1}
-    assert summary["iglu"]["failures"] == [f"{web_page} not found in slow (RepoFailure: {missed})"]
-    assert trickling.paths() == ["/api/schemas/org.schema/WebPage/jsonschema/1-0-0"]  # no request after the deadline
+    res = Resolver.from_config(
+        config(http("slow", f"{trickling.uri}/api")), "conf/resolver.json", lookup_deadline_seconds=1
+    )
+    with pytest.raises(RegistryOutageError) as err:
+        res.lookup(THING)
+    missed = "no complete answer within the lookup's deadline (1 s, shred.iglu_lookup_deadline_seconds)"
+    assert str(err.value) == outage(f"slow (http {trickling.uri}/api)", THING, 1, missed, limit="1 s")
+    assert trickling.paths() == [f"/api/schemas/{THING.path}"]  # no request after the deadline
 
 
 @pytest.mark.timeout(120)
 def test_once_the_runs_lookup_budget_is_spent_registries_are_not_asked(
     trickling: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(resolver_module, "LOOKUP_DEADLINE_SECONDS", 0.5)
     monkeypatch.setattr(resolver_module, "RUN_LOOKUP_BUDGET_SECONDS", 0.5)  # the first lookup spends it all
-    res = resolver(http("slow", trickling.uri))
-    missed = RegistryError("RepoFailure", "no complete answer within the lookup's deadline (0.5 s)")
-    assert res.lookup(THING) == ResolutionFailure(THING, (LookupHistory("slow", (missed,), 1),))
-    later = THING.with_version(1, 0, 1)
-    spent = RegistryError("RepoFailure", "not asked: past the run's budget for Iglu lookups (0.5 s)")
-    assert res.lookup(later) == ResolutionFailure(later, (LookupHistory("slow", (spent,), 0),))
+    res = Resolver.from_config(config(http("slow", trickling.uri)), "conf/resolver.json", lookup_deadline_seconds=0.5)
+    with pytest.raises(RegistryOutageError, match=r"within the lookup's deadline \(0.5 s, "):
+        res.lookup(THING)
+    with pytest.raises(RegistryOutageError) as err:
+        res.lookup(THING.with_version(1, 0, 1))
+    assert "within the run's budget for Iglu lookups (0.5 s): 0 request(s), the last: not asked: past" in str(err.value)
     assert trickling.paths() == [f"/schemas/{THING.path}"]
+
+
+@pytest.mark.timeout(300)  # a Spark session may start in this test, on a busy machine
+def test_a_registry_outage_stops_the_shred_sealing_nothing_and_its_rerun_shreds_every_event(
+    spark: SparkSession, tmp_path: Path, registry: Registry, waits: Waits, capsys: pytest.CaptureFixture[str]
+) -> None:
+    web_page = SchemaKey.parse("iglu:org.schema/WebPage/jsonschema/1-0-0")
+    source = tmp_path / "in" / "part-0.tsv"
+    source.parent.mkdir()
+    source.write_text("".join(f"{event(i, contexts=contexts(WEB_PAGE))}\n" for i in (ID_A, ID_B)) + event(ID_C) + "\n")
+    conf = tmp_path / "resolver.json"
+    argv = ["shred", "--input", str(source.parent), "--output", str(tmp_path / "out"), "--run-id", RUN_ID,
+            "--format", "shred-tsv", "--iglu-config", str(conf)]  # fmt: skip
+    run = tmp_path / "out" / f"run={RUN_ID}"
+    refused = f"http://127.0.0.1:{unused_port()}/api"
+    registry.statuses[f"/schemas/{web_page.path}"] = 500
+    # 3 requests a pass (urllib3's retries), 11 passes: at 57.7 s the next wait (8 s) would pass the 60 s deadline.
+    for uri, last in ((refused, "cannot connect: [Errno 111] Connection refused"),
+                      (registry.uri, "Unexpected response code: 500")):  # fmt: skip
+        conf.write_text(config(http("ours", uri)), encoding="utf-8")
+        assert main(argv) == 1
+        assert capsys.readouterr().err.splitlines()[-1] == "error: " + outage(f"ours (http {uri})", web_page, 33, last)
+        for name in ("_SUCCESS", "summary.json", "shredding_complete.json"):
+            assert not (run / name).exists()
+
+    del registry.statuses[f"/schemas/{web_page.path}"]  # the registry answers again
+    registry.serve(f"/schemas/{web_page.path}", central_schema(web_page))
+    assert main(argv) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["counts"], summary["bad_rows"]) == (
+        {"input": 3, "good": 3, "bad": 0}, {"loader_parsing_error": 0, "loader_iglu_error": 0}
+    )  # fmt: skip
+    assert len(read_lines(run / rdb.GOOD / rdb.ATOMIC_PATH)) == 3
+    assert summary["shredded_types"] == {"org.schema/WebPage/jsonschema/1-0-0": 2}
+    message = json.loads((run / "shredding_complete.json").read_text())
+    assert message["data"]["count"] == {"good": 3, "bad": 0}
+    assert (run / "_SUCCESS").exists()
 
 
 # Cache
@@ -558,15 +650,15 @@ def test_schemas_until_fails_on_a_missing_addition_of_the_last_revision() -> Non
     assert first_missing.key == THING.with_version(2, 0, 0)
 
 
-def test_schemas_until_does_not_skip_an_addition_a_registry_failed_to_give(registry: Registry) -> None:
+def test_schemas_until_does_not_skip_an_addition_a_registry_failed_to_give(registry: Registry, waits: Waits) -> None:
     key = SchemaKey.parse("iglu:com.acme/thing/jsonschema/1-1-0")
     registry.serve(f"/schemas/{THING.path}", thing_schema("1-0-0"))
     registry.statuses[f"/schemas/{THING.with_version(1, 0, 1).path}"] = 502
     registry.serve(f"/schemas/{key.path}", thing_schema("1-1-0", version="1-1-0"))
-    failure = resolver(http("registry", registry.uri)).schemas_until(key)
-    assert failure == ResolutionFailure(
-        THING.with_version(1, 0, 1),
-        (LookupHistory("registry", (RegistryError("RepoFailure", "Unexpected response code: 502"),), 3),),
+    with pytest.raises(RegistryOutageError) as err:
+        resolver(http("registry", registry.uri)).schemas_until(key)
+    assert str(err.value) == outage(
+        f"registry (http {registry.uri})", THING.with_version(1, 0, 1), 33, "Unexpected response code: 502"
     )
 
 
@@ -576,11 +668,11 @@ class ScriptedHttp(HttpRepository):
 
     answers: dict[str, dict[str, Any] | RegistryError] = field(default_factory=dict, compare=False)
 
-    def fetch(self, key: SchemaKey, deadline: Deadline) -> _Fetched:
+    def fetch(self, key: SchemaKey, deadline: Deadline) -> Fetched:
         answer = self.answers.get(key.version, RegistryError("NotFound"))
         if isinstance(answer, RegistryError):
-            return _Fetched(None, answer, 1)
-        return _Fetched(json.dumps(answer), None, 1)
+            return Fetched(None, answer, 1)
+        return Fetched(json.dumps(answer), None, 1)
 
 
 def scripted(name: str, uri: str, **answers: dict[str, Any] | RegistryError) -> ScriptedHttp:
@@ -592,12 +684,14 @@ def scripted(name: str, uri: str, **answers: dict[str, Any] | RegistryError) -> 
 
 @pytest.mark.parametrize(
     ("mirror_says", "walks_on"),
-    [(RegistryError("NotFound"), True), (RegistryError("ClientFailure", "Unexpected response code: 403"), True),
+    [(RegistryError("NotFound"), True), (RegistryError("ClientFailure", "Unexpected response code: 403"), False),
      (RegistryError("RepoFailure", "Unexpected response code: 500"), False)],
 )  # fmt: skip
-def test_schemas_until_weighs_iglu_central_failures_as_upstream(mirror_says: RegistryError, walks_on: bool) -> None:
-    # Upstream's isNotFound: among the registries whose host says "iglucentral", one NotFound (or ClientFailure)
-    # outweighs another's RepoFailure; a registry that is not Iglu Central must not have failed at all.
+def test_schemas_until_weighs_iglu_central_failures_as_upstream(
+    mirror_says: RegistryError, walks_on: bool, waits: Waits
+) -> None:
+    # Upstream's isNotFound: among the registries whose host says "iglucentral", one NotFound outweighs another's
+    # failure; a registry that is not Iglu Central must have said NotFound. Unlike upstream, a 403 is no NotFound.
     key = THING.with_version(1, 1, 0)
     schemas = {"1_0_0": thing_schema("1-0-0"), "1_1_0": thing_schema("1-1-0", version="1-1-0")}
     down = RegistryError("RepoFailure", "cannot connect: [Errno 111] Connection refused")
@@ -607,18 +701,18 @@ def test_schemas_until_weighs_iglu_central_failures_as_upstream(mirror_says: Reg
             scripted("Iglu Central mirror", "https://mirror01.iglucentral-dev.com/", **{"1_0_1": mirror_says}),
         ]
     )
-    result = res.schemas_until(key)
+    try:
+        result: Any = res.schemas_until(key)
+    except RegistryOutageError as err:
+        result = err
     if walks_on:
         assert isinstance(result, list)
         assert [k.version for k, _ in result] == ["1-0-0", "1-1-0"]
     else:
-        assert result == ResolutionFailure(
-            THING.with_version(1, 0, 1),
-            (LookupHistory("Iglu Central", (down,), 1), LookupHistory("Iglu Central mirror", (mirror_says,), 1)),
-        )
+        assert isinstance(result, RegistryOutageError)
 
 
-def test_schemas_until_stops_when_a_registry_that_is_not_iglu_central_failed() -> None:
+def test_schemas_until_stops_when_a_registry_that_is_not_iglu_central_failed(waits: Waits) -> None:
     key = THING.with_version(1, 1, 0)
     schemas = {"1_0_0": thing_schema("1-0-0"), "1_1_0": thing_schema("1-1-0", version="1-1-0")}
     down = RegistryError("RepoFailure", "read timed out after 5.0 s")
@@ -628,13 +722,11 @@ def test_schemas_until_stops_when_a_registry_that_is_not_iglu_central_failed() -
             scripted("ours", "http://iglu.acme.com", **{"1_0_1": down}),
         ]
     )
-    failure = res.schemas_until(key)
-    assert isinstance(failure, ResolutionFailure)
-    assert failure.key == THING.with_version(1, 0, 1)
-    assert [h.describe() for h in failure.history] == [
-        "Iglu Central (NotFound)",
-        "ours (RepoFailure: read timed out after 5.0 s)",
-    ]
+    with pytest.raises(RegistryOutageError) as err:
+        res.schemas_until(key)
+    assert str(err.value) == outage(
+        "ours (http http://iglu.acme.com)", THING.with_version(1, 0, 1), 11, "read timed out after 5.0 s"
+    )
 
 
 # Config

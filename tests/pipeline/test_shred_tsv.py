@@ -8,7 +8,6 @@ the embedded copy of Iglu Central shipped with the jobs, `iglu/embedded/`.
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from jobs.runtime.cli import main
 from jobs.shred import rdb
 from tests.pipeline.helpers import (
     ID_A,
-    ID_B,
     RUN_ID,
     WEB_PAGE,
     contexts,
@@ -119,31 +117,6 @@ def test_an_unresolvable_schema_makes_its_event_the_upstream_loader_iglu_error(
     ]
     message = json.loads((run / "shredding_complete.json").read_text())
     assert message["data"]["count"] == {"good": 1, "bad": 1}
-
-
-def test_an_unreachable_registry_gives_bad_rows_not_a_failed_run(spark: SparkSession, tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a loopback port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = resolver_config(
-        tmp_path,
-        {
-            "name": "registry",
-            "priority": 0,
-            "vendorPrefixes": [],
-            "connection": {"http": {"uri": f"http://127.0.0.1:{port}/api"}},
-        },
-    )
-    lines = [event(ID_A, contexts=contexts(WEB_PAGE)), event(ID_B)]
-    run = shred(tmp_path, lines, "--format", "shred-tsv", "--iglu-config", str(config))
-
-    found = written(run)
-    assert sorted(found) == [IGLU_ERRORS, ATOMIC]
-    (bad,) = [json.loads(line) for line in found[IGLU_ERRORS]]
-    (history,) = bad["data"]["failure"][0]["error"]["lookupHistory"]
-    assert (history["repository"], [error["error"] for error in history["errors"]]) == ("registry", ["RepoFailure"])
-    assert bad["data"]["payload"]["event_id"] == ID_A
-    assert json.loads((run / "summary.json").read_text())["counts"] == {"input": 2, "good": 1, "bad": 1}
 
 
 def test_config_lists_choose_json_tsv_or_skip_per_schema(spark: SparkSession, tmp_path: Path) -> None:
