@@ -217,10 +217,15 @@ def _written_beside(local: str, data: bytes) -> str:
     folder = os.path.dirname(local) or "."
     os.makedirs(folder, exist_ok=True)
     temporary = os.path.join(folder, f".{os.path.basename(local)}.{uuid.uuid4().hex}.tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:  # a full disk, say: the file in place stays as it was, and nothing is left beside it
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+        raise
     return temporary
 
 
