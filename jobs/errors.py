@@ -24,3 +24,10 @@ class LoaderMessageError(WinnowError):
     of the same run id sends it again."""
 
     exit_code = 1
+
+
+class DamagedFileError(WinnowError):
+    """A file of the run's state or input is damaged (cut, emptied, not what its name says) or cannot be written
+    (a full disk): names the file, the cause and the way out (exit 1)."""
+
+    exit_code = 1

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from pyspark.sql import SparkSession
+
+from jobs.fs import store
 
 
 class FileSystem:
@@ -60,7 +63,32 @@ class FileSystem:
         return int(fs.getFileStatus(hpath).getLen())
 
     def write_bytes(self, path: str, data: bytes) -> None:
+        """Write `path` whole or not at all, replacing it: a reader, or a run killed during the write, finds the old
+        file, no file, or the new one, never part of it.
+
+        Locally the data goes to a temporary file beside, then `os.replace` (`store.write_bytes`); Hadoop's
+        `.NAME.crc` is removed first, so Hadoop's reader takes the new file unchecked rather than failing on a stale
+        checksum. On S3 Hadoop's create is one PUT at `close()`, whole already. Elsewhere (HDFS) beside, then rename.
+        """
+        if store.local_path(path) is not None:
+            parent, _, name = path.rpartition("/")
+            store.delete(f"{parent}/.{name}.crc" if parent else f".{name}.crc")
+            store.write_bytes(path, data)
+            return
         fs, hpath = self.resolve(path)
+        if store.s3_location(path) is not None:
+            self._create(fs, hpath, data)
+            return
+        parent, _, name = path.rpartition("/")
+        _, htemporary = self.resolve(f"{parent}/.{name}.{uuid.uuid4().hex}.tmp")
+        self._create(fs, htemporary, data)
+        fs.delete(hpath, False)  # HDFS's rename does not replace a file
+        if not fs.rename(htemporary, hpath):
+            fs.delete(htemporary, False)
+            raise OSError(f"could not rename {htemporary} to {path}")
+
+    @staticmethod
+    def _create(fs: Any, hpath: Any, data: bytes) -> None:
         stream = fs.create(hpath, True)
         try:
             stream.write(bytearray(data))

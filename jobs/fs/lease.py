@@ -2,7 +2,8 @@
 
 A job that writes a run folder (or any other single-writer target) first creates its lease file. The create
 is atomic and exclusive where the store allows it: a temporary file linked into place on local paths, S3's conditional write
-(`If-None-Match: *`) on `s3://`, Hadoop's create-without-overwrite elsewhere (atomic on HDFS). The lease holds
+(`If-None-Match: *`) on `s3://`, a temporary file renamed into place elsewhere (atomic on HDFS); the document is
+whole or absent. The lease holds
 who wrote it (job, run id, host, pid, start time) and a random token; a second writer finds it and fails
 fast, naming the holder. The holder removes the lease when it ends, whether it completed or failed. A writer
 that was killed (`kill -9`, a lost executor host) leaves its lease behind: the error names the lease file, and
@@ -56,25 +57,24 @@ def create_if_absent(spark: SparkSession, path: str, data: bytes) -> bool:
     """Create `path` holding `data` unless it exists: True when this call created it, False when it existed.
 
     Exclusive against concurrent callers on local paths and S3 (`jobs.fs.store.create_if_absent`); on other
-    file systems as exclusive as Hadoop's create-without-overwrite.
+    file systems as exclusive as Hadoop's rename (atomic on HDFS). Written whole or not at all everywhere.
     """
     if store.supported(path):
         return store.create_if_absent(path, data)
+    # Elsewhere (HDFS): written whole beside, then renamed, which fails when the name exists.
     fs = FileSystem(spark)
     hadoop_fs, hpath = fs.resolve(path)
-    if hadoop_fs.exists(hpath):
-        return False
-    try:
-        stream = hadoop_fs.create(hpath, False)
-    except Exception as err:  # py4j wraps FileAlreadyExistsException
-        if "FileAlreadyExistsException" in str(err):
-            return False
-        raise
+    parent, _, name = path.rpartition("/")
+    _, htemporary = fs.resolve(f"{parent}/.{name}.{uuid.uuid4().hex}.tmp")
+    stream = hadoop_fs.create(htemporary, False)
     try:
         stream.write(bytearray(data))
     finally:
         stream.close()
-    return True
+    created = bool(hadoop_fs.rename(htemporary, hpath))
+    if not created:
+        hadoop_fs.delete(htemporary, False)
+    return created
 
 
 def read_bytes(spark: SparkSession, path: str) -> bytes | None:
@@ -147,7 +147,7 @@ class Lease(ABC):
     def release(self) -> None:
         """Remove the lease if it is still ours (a lease someone removed and another writer took is left alone)."""
         data = self._read()
-        if data is not None and json.loads(data).get("token") == self.holder.token:
+        if data is not None and _token(data) == self.holder.token:
             self._delete()
 
     def __enter__(self) -> Lease:
@@ -156,6 +156,15 @@ class Lease(ABC):
 
     def __exit__(self, *_: object) -> None:
         self.release()
+
+
+def _token(document: bytes) -> str | None:
+    """The lease document's token; None for a document that is not one (cut, or another writer's in some other form)."""
+    try:
+        token = json.loads(document).get("token")
+    except (ValueError, AttributeError):
+        return None
+    return token if isinstance(token, str) else None
 
 
 class FileLease(Lease):

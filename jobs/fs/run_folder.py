@@ -12,7 +12,7 @@ from urllib.parse import unquote
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.contract import SUCCESS_MARKER, SUMMARY, Progress
-from jobs.errors import InvalidArgumentError
+from jobs.errors import DamagedFileError, InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.lease import FileLease
 from jobs.fs.runs import run_folder, run_lease
@@ -56,8 +56,8 @@ class RunFolder:
     def _check_replaceable(self) -> None:
         names = [name for name in self._fs.children(self.path) if not name.startswith(".")]  # `.crc` checksums
         if SUMMARY in names:
-            job = json.loads(self._fs.read_text(f"{self.path}/{SUMMARY}") or "{}").get("job")
-            if job != self.job:
+            job = summary_job(self._fs, self.path, sealed=SUCCESS_MARKER in names)
+            if job is not None and job != self.job:
                 raise InvalidArgumentError(
                     f"--output: {self.path} holds a {job} run, not a {self.job} run; it is not replaced. "
                     "Choose another --output"
@@ -132,3 +132,32 @@ class RunFolder:
     def seal(self) -> None:
         """Mark the run complete. Written last, so its presence means every output is whole."""
         self._fs.write_bytes(f"{self.path}/{SUCCESS_MARKER}", b"")
+
+
+def summary_job(fs: FileSystem, folder: str, sealed: bool) -> str | None:
+    """The job a run folder's `summary.json` names; None when it is damaged (empty, cut, not a summary) in a folder
+    that is not `sealed` (no `_SUCCESS`).
+
+    The summary is written whole (`FileSystem.write_bytes`), after every output and before `_SUCCESS`; a damaged one
+    in an unsealed folder is an attempt that died while writing it (a version that wrote it in place): an
+    incomplete attempt like any unsealed folder, whose job its other names tell (`RunFolder._check_replaceable`).
+
+    Raises:
+        DamagedFileError: the summary of a sealed folder is damaged (named: it is never read as a run of no kind).
+    """
+    path = f"{folder}/{SUMMARY}"
+    try:
+        document = json.loads(fs.read_text(path) or "null")
+    except ValueError as err:  # not JSON, or not UTF-8
+        document, damage = None, f"not JSON: {err}"
+    else:
+        damage = "empty" if document is None else "names no job"
+    job = document.get("job") if isinstance(document, dict) else None
+    if isinstance(job, str):
+        return job
+    if sealed:
+        raise DamagedFileError(
+            f"{path} is damaged ({damage}) in a completed run folder ({SUCCESS_MARKER}); nothing was replaced. "
+            "Restore it from a copy and run again, or choose another --output"
+        )
+    return None

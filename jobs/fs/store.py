@@ -8,6 +8,7 @@ ETag; read, create-if-absent and delete one small file. Local paths use the OS, 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import uuid
@@ -17,7 +18,7 @@ from datetime import UTC
 from typing import Any
 from urllib.parse import urlparse
 
-from jobs.errors import InvalidArgumentError
+from jobs.errors import DamagedFileError, InvalidArgumentError
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
 
@@ -204,6 +205,23 @@ def read_bytes(path: str) -> bytes | None:
     return body
 
 
+def read_json(path: str, way_out: str) -> Any:
+    """The JSON document at `path`, or None when there is none.
+
+    Raises:
+        DamagedFileError: the file is there and not whole JSON (emptied, cut, a stray file of another kind): named
+            with its cause and `way_out` (never read as an empty document).
+    """
+    data = read_bytes(path)
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError as err:  # not JSON, or not UTF-8
+        damage = "empty" if not data.strip() else f"not JSON: {err}"
+        raise DamagedFileError(f"{path} is damaged ({damage}); {way_out}") from None
+
+
 def exists(path: str) -> bool:
     local = local_path(path)
     if local is not None:
@@ -217,10 +235,15 @@ def _written_beside(local: str, data: bytes) -> str:
     folder = os.path.dirname(local) or "."
     os.makedirs(folder, exist_ok=True)
     temporary = os.path.join(folder, f".{os.path.basename(local)}.{uuid.uuid4().hex}.tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:  # a full disk, say: the file in place stays as it was, and nothing is left beside it
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+        raise
     return temporary
 
 

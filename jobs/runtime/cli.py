@@ -158,6 +158,14 @@ def first_line(err: BaseException) -> str:
     return (str(err).strip().splitlines() or [""])[0]
 
 
+def _known_failure(err: BaseException, args: argparse.Namespace, config: JobConfig) -> str | None:
+    """`failures.explain` with the run's output, manifest and Spark scratch folder."""
+    from jobs.runtime.failures import explain
+
+    output = getattr(args, "output", None)
+    return explain(err, output, config.manifest.uri, config.spark.conf.get("spark.local.dir"))
+
+
 def run_spark_job(
     args: argparse.Namespace,
     job: SparkJob,
@@ -173,7 +181,15 @@ def run_spark_job(
     config = configure(load_config(args.config))
     run_id = args.run_id = args.run_id or new_run_id()  # the preflight sees the id the job gets
     run_timestamp(run_id)  # validate before Spark starts (which takes seconds): a mistake is told in under a second
-    preflight(config)
+    try:
+        preflight(config)
+    except WinnowError:
+        raise
+    except Exception as err:  # a known cause (a dangling link, a damaged manifest) named; any other as it was
+        known = _known_failure(err, args, config)
+        if known is None:
+            raise
+        raise JobFailedError(f"{args.job} run {run_id} stopped before Spark started, nothing written: {known}") from err
     from jobs.runtime.progress import Reporter, StageWatcher
 
     progress = Reporter(args.job)
@@ -192,7 +208,10 @@ def run_spark_job(
             raise
         except Exception as err:  # a failed Spark job: one clear line (main prints it), the detail with --debug
             cause = (
-                worker_error(err) or out_of_memory(err, config.spark.conf) or f"{type(err).__name__}: {first_line(err)}"
+                worker_error(err)
+                or out_of_memory(err, config.spark.conf)
+                or _known_failure(err, args, config)
+                or f"{type(err).__name__}: {first_line(err)}"
             )
             raise JobFailedError(f"{args.job} run {run_id} failed, no _SUCCESS written: {cause}") from err
     print(render(summary))

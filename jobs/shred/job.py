@@ -15,7 +15,6 @@ The line builders are in jobs/shred/lines.py, the wide-row writer in jobs/shred/
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -33,7 +32,7 @@ from jobs.errors import InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.input import Input, count_lines, open_input, read_whole, require_input
 from jobs.fs.paths import absolute, check_apart
-from jobs.fs.run_folder import RunFolder
+from jobs.fs.run_folder import RunFolder, summary_job
 from jobs.fs.runs import run_timestamp
 from jobs.fs.shreds import consumed_attempt, shred_completed
 from jobs.runtime.summary import table
@@ -220,8 +219,8 @@ def shred_input(spark: SparkSession, path: str) -> str:
     """
     fs = FileSystem(spark)
     if fs.exists(f"{path}/{SUMMARY}"):
-        job = json.loads(fs.read_text(f"{path}/{SUMMARY}")).get("job")
-        if job != "dedup":
+        job = summary_job(fs, path, sealed=fs.exists(f"{path}/{SUCCESS_MARKER}"))  # None: an attempt that died
+        if job is not None and job != "dedup":
             raise InvalidArgumentError(f"--input: {path} is a {job} run folder; allowed: enriched TSV or a dedup run")
         if not fs.exists(f"{path}/{SUCCESS_MARKER}"):
             raise InvalidArgumentError(

@@ -24,7 +24,7 @@ from typing import Any, Literal, get_args
 
 from pyspark.sql import SparkSession
 
-from jobs.errors import InputNotFoundError, InvalidArgumentError
+from jobs.errors import DamagedFileError, InputNotFoundError, InvalidArgumentError
 from jobs.keyed.storage import ConcurrentCommitError, Storage
 
 Engine = Literal["replacing", "collapsing", "versioned-collapsing"]
@@ -121,11 +121,20 @@ class TableLog:
 
         Raises:
             TableNotFoundError: no commit log at the path.
+            DamagedFileError: the newest commit is not whole JSON.
         """
         numbers = [int(n.removesuffix(".json")) for n in self.fs.list_names(f"{self.path}/_log") if n.endswith(".json")]
         if not numbers:
             raise TableNotFoundError(f"--table: {self.path} is not a table (no _log/); create it with `table create`")
-        document: dict[str, Any] = json.loads(self.fs.read_text(self.commit_path(max(numbers))))
+        newest = self.commit_path(max(numbers))
+        try:
+            document: dict[str, Any] = json.loads(self.fs.read_text(newest))
+        except ValueError as err:  # cut or overwritten: named, never read as another table state
+            raise DamagedFileError(
+                f"--table: commit {newest} is damaged (not JSON: {err}); nothing was changed. Restore it from a backup, "
+                f"or remove it: the table is then as of commit {max(numbers) - 1} (that commit's change is undone: "
+                "make it again)"
+            ) from None
         return document
 
     def exists(self) -> bool:

@@ -197,8 +197,12 @@ def test_command_line(spark: SparkSession, tmp_path: Path, capsys: pytest.Captur
     assert (tmp_path / "o" / "_SUCCESS").exists()
     assert main(["table", "create", "--table", table, "--engine", "merge", "--key", "id"]) == 2
     assert "--engine: given 'merge'" in capsys.readouterr().err
-    head = json.loads(sorted((tmp_path / "t" / "_log").glob("*.json"))[-1].read_text())
-    assert head["tokens"] == ["t1"]
+    newest = sorted((tmp_path / "t" / "_log").glob("*.json"))[-1]
+    assert json.loads(newest.read_text())["tokens"] == ["t1"]
+    newest.write_text(newest.read_text()[:20])  # a commit cut (as a writer that wrote it in place could leave it)
+    assert main(["table", "select", "--table", table, "--output", str(tmp_path / "o2")]) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"error: --table: commit {newest} is damaged (not JSON: ") and "commit 0" in line
 
 
 def test_the_loser_of_two_concurrent_inserts_leaves_nothing_and_can_retry(
