@@ -143,6 +143,7 @@ def handle(args: argparse.Namespace) -> int:
             progress,
             create_manifest=args.create,
             incremental=incremental_window(args, config),
+            redo=args.invocation.again(run_id),
         ),
         render,
         lambda config: with_dedup_options(args, config),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Any
 
 from jobs.commands.dedup import (
@@ -50,11 +51,6 @@ def handle(args: argparse.Namespace) -> int:
 
     def pipeline(spark: Any, config: JobConfig, run_id: str, progress: Any) -> dict[str, Any]:
         output = absolute(args.output.rstrip("/"))  # checked before Spark started: run_preflight
-        redo = (
-            f"python -m jobs run --input {absolute(args.input)} --output {output} --run-id {run_id}"
-            f"{' --incremental' if args.incremental else ''}, with its other options as they were (--config, "
-            "--manifest, --format)"
-        )
         deduplicated = dedup_job.run(
             spark,
             config,
@@ -64,7 +60,7 @@ def handle(args: argparse.Namespace) -> int:
             progress,
             create_manifest=args.create,
             incremental=incremental_window(args, config),
-            redo=redo,
+            redo=args.invocation.again(run_id),  # the whole pipeline again: its shred too
         )
         shredded = shred_job.run(
             spark,
@@ -89,9 +85,10 @@ def handle(args: argparse.Namespace) -> int:
 
 def shred_options(args: argparse.Namespace) -> str:
     """The shred options given to this `run` (an earlier run's unfinished shred is completed with them)."""
-    options = [f"--{name} {value}" for name in ("format", "layout", "iglu-config")
+    options = [[f"--{name}", absolute(value) if name == "iglu-config" else value]
+               for name in ("format", "layout", "iglu-config")
                if (value := getattr(args, name.replace("-", "_"))) is not None]  # fmt: skip
-    return "".join(f" {option}" for option in options)
+    return "".join(f" {shlex.join(option)}" for option in options)  # pasted into a shell
 
 
 def run_preflight(args: argparse.Namespace, config: JobConfig) -> None:
