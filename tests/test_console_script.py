@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from jobs.runtime.cli import build_parser, console_main
+from jobs.runtime.invocation import EMR_PROG, LOCAL_PROG, Invocation
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,3 +106,34 @@ def test_the_prog_is_python_m_jobs_unless_run_as_winnow(
         console_main()
     assert done.value.code == 0
     assert capsys.readouterr().out.startswith("usage: winnow ")
+
+
+def test_a_printed_redo_is_the_whole_command_line_quoted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a later run prints to redo a run parses back to the run's own options (abbreviated or `=` forms too),
+    paths absolute, `--create` left out, from any folder; on EMR it says how the state machine redoes it first."""
+    monkeypatch.chdir(tmp_path)
+    given = ["run", "--inp", "in put", "--output=it's [x]", "--manifest", "sqlite:m.db", "--synth", "quarantine",
+             "--config", "c.json", "--create", "--incremental", "--max-files", "3", "--format", "widerow",
+             "--run-id", "2026-11-24-01-00-00", "--debug"]  # fmt: skip
+    parser = build_parser()
+    args = parser.parse_args(given)
+    printed = Invocation.of(parser, args, LOCAL_PROG).again("2026-11-24-05-00-00")
+    assert printed == (
+        f"python -m jobs run --input '{tmp_path}/in put' --output '{tmp_path}/it'\"'\"'s [x]' --config "
+        f"{tmp_path}/c.json --synthetic quarantine --manifest sqlite:{tmp_path}/m.db --incremental --max-files 3 "
+        "--format widerow --run-id 2026-11-24-05-00-00"
+    )
+    again = vars(build_parser().parse_args(shlex.split(printed)[3:]))
+    assert {name: value for name, value in again.items() if value != vars(args)[name]} == {
+        "input": f"{tmp_path}/in put", "output": f"{tmp_path}/it's [x]", "config": f"{tmp_path}/c.json",
+        "manifest": f"sqlite:{tmp_path}/m.db", "create": False, "run_id": "2026-11-24-05-00-00",
+    }  # fmt: skip
+
+    emr = ["dedup", "--input", "s3://in/enriched/2026/", "--output", "s3://out/deduplicated", "--run-id",
+           "2026-11-24-01-00-00", "--manifest", "dynamodb://manifest", "--shredded", "s3://out/shredded", "--create"]  # fmt: skip
+    assert Invocation.of(parser, parser.parse_args(emr), EMR_PROG).again("2026-11-24-01-00-00") == (
+        "redrive its failed execution of the pipeline's state machine, or start one named run-2026-11-24-01-00-00-"
+        'redo with the input {"runId": "2026-11-24-01-00-00", "inputPrefix": "enriched/2026/"} (the same job by '
+        "hand: python -m jobs dedup --input s3://in/enriched/2026/ --output s3://out/deduplicated --manifest "
+        "dynamodb://manifest --shredded s3://out/shredded --run-id 2026-11-24-01-00-00)"
+    )

@@ -145,6 +145,7 @@ def handle(args: argparse.Namespace) -> int:
             create_manifest=args.create,
             incremental=incremental_window(args, config),
             shred=pending_shred(args, run_id),
+            redo=args.invocation.again(run_id),
         ),
         render,
         lambda config: with_dedup_options(args, config),

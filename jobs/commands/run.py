@@ -50,11 +50,6 @@ def handle(args: argparse.Namespace) -> int:
 
     def pipeline(spark: Any, config: JobConfig, run_id: str, progress: Any) -> dict[str, Any]:
         output = absolute(args.output.rstrip("/"))  # checked before Spark started: run_preflight
-        redo = (
-            f"python -m jobs run --input {absolute(args.input)} --output {output} --run-id {run_id}"
-            f"{' --incremental' if args.incremental else ''}, with its other options as they were (--config, "
-            "--manifest, --format)"
-        )
         deduplicated = dedup_job.run(
             spark,
             config,
@@ -64,7 +59,7 @@ def handle(args: argparse.Namespace) -> int:
             progress,
             create_manifest=args.create,
             incremental=incremental_window(args, config),
-            redo=redo,
+            redo=args.invocation.again(run_id),  # the whole pipeline again: its shred too
             shred=PendingShred(run_id, f"{output}/{DEDUPLICATED}", f"{output}/{SHREDDED}", shred_options(args)),
         )
         shredded = shred_job.run(

@@ -40,6 +40,7 @@ from jobs.manifest import Manifest, ManifestCheck, ManifestRun, ManifestStats, o
 from jobs.manifest.base import run_key
 from jobs.manifest.unfinished import RegisteredRun, run_register
 from jobs.manifest.writer_lease import writer_lease
+from jobs.runtime.invocation import LOCAL_PROG, absolute_uri, command
 
 # Where each outcome is written in the run folder; dropped copies go to duplicates/ with their reason.
 OUTPUT_FOLDERS = {GOOD: contract.GOOD, DUPLICATE: contract.DUPLICATES, DROPPED: contract.DUPLICATES,
@@ -136,7 +137,7 @@ def run(
         register = run_register(manifest) if manifest else None
         registered = RegisteredRun(
             run_id, int(run_time.timestamp()), ManifestRun.of(run_id, run_time, config.manifest.ttl_days).ttl,
-            folder.path, redo or _redo_command(input_path, output_path, run_id, incremental is not None),
+            folder.path, redo or _redo_command(input_path, output_path, run_id, incremental is not None, config),
         )  # fmt: skip
         # The run's identity is its folder: another pipeline's run of the same id on this manifest is another run.
         key = run_key(folder.path, run_id)
@@ -175,13 +176,14 @@ def run(
     return summary
 
 
-def _redo_command(input_path: str, output_path: str, run_id: str, incremental: bool) -> str:
-    """The command that redoes a dedup run (its other options, such as --config and --manifest, as it had them)."""
-    flag = " --incremental" if incremental else ""
-    return (
-        f"python -m jobs dedup --input {input_path} --output {output_path} --run-id {run_id}{flag}, with its other "
-        "options as they were (--config, --manifest)"
-    )
+def _redo_command(input_path: str, output_path: str, run_id: str, incremental: bool, config: JobConfig) -> str:
+    """The command that redoes a dedup run started without a command line (`run` called directly): what the job
+    was given, as options (a command line's run is given `redo`: `jobs.runtime.invocation`)."""
+    options = ["--input", input_path, "--output", output_path, "--run-id", run_id, "--synthetic", config.dedup.synthetic,
+               "--layout", config.shred.layout, *(["--incremental"] if incremental else [])]  # fmt: skip
+    if config.manifest.uri is not None:
+        options += ["--manifest", absolute_uri(config.manifest.uri)]
+    return command(LOCAL_PROG, ["dedup", *options])
 
 
 def _run_in_folder(

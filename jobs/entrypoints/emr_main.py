@@ -14,8 +14,9 @@ from collections.abc import Sequence
 def run(argv: Sequence[str]) -> int:
     """Run one job; its exit code."""
     from jobs.runtime.cli import main
+    from jobs.runtime.invocation import EMR_PROG
 
-    return main(argv)
+    return main(argv, prog=EMR_PROG)  # its printed redo says how to redo a run through the state machine
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import uuid
 from abc import ABC, abstractmethod
@@ -185,4 +186,4 @@ class FileLease(Lease):
         delete_file(self.spark, self.path)
 
     def removal(self) -> str:
-        return f"remove its lease {self.path}"
+        return f"remove its lease {shlex.quote(self.path)}"  # pasteable after `rm`

@@ -115,8 +115,8 @@ class RunRegister(ABC):
             raise UnfinishedRunError(
                 f"manifest {manifest_uri}: run {run.run_id} recorded its events and has not completed (no "
                 f"{run.folder}/{SUCCESS_MARKER}), so no later run may decide against them; nothing was written. "
-                f"Redo it first: {run.redo}; or, if its input is gone for good, abandon it (its events then wait for "
-                f"a later batch): {run.abandon_command(manifest_uri)}"
+                f"If its input is gone for good, {run.abandon_command(manifest_uri)} abandons it (its events then "
+                f"wait for a later batch). Else redo it first: {run.redo}"
             )
 
 

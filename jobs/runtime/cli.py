@@ -23,6 +23,7 @@ from jobs.contract import Progress
 from jobs.errors import WinnowError
 from jobs.fs.runs import new_run_id, run_timestamp
 from jobs.incremental.ledger import NothingToDo
+from jobs.runtime.invocation import Invocation
 
 # Modules with a `register(subparsers)` function, in the order `--help` lists them.
 COMMAND_MODULES = (
@@ -94,7 +95,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m jobs") -> int
 
     Every error ends as one line on stderr (`error: …`); `--debug` adds the traceback.
     """
-    args = build_parser(prog).parse_args(argv)
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    args.invocation = Invocation.of(parser, args, prog)  # a job's printed redo: `args.invocation.again(run_id)`
     debug = getattr(args, "debug", False)
     try:
         return int(args.handler(args))

@@ -16,6 +16,7 @@ import pytest
 
 from cdk.artifact_layout import BUILD_FILES, BUILD_INFO, DEPS_ARCHIVE, ENTRYPOINT, IGLU_DIR, IGLU_RESOLVER, PACKAGE_ZIP
 from jobs.entrypoints import emr_main
+from jobs.runtime.invocation import EMR_PROG
 from scripts import package_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,5 +173,8 @@ def test_jobs_requirements_are_pinned_and_match_the_local_boto3() -> None:
 def test_entrypoint_exits_with_the_job_code(monkeypatch: pytest.MonkeyPatch) -> None:
     argv = ["dedup", "--input", "s3://in/", "--output", "s3://out/deduplicated", "--run-id", "2026-11-22-03-00-00"]
     for code in (0, 1, 2):
-        monkeypatch.setattr("jobs.runtime.cli.main", lambda given, code=code: code if list(given) == argv else 99)
+        monkeypatch.setattr(
+            "jobs.runtime.cli.main",
+            lambda given, prog, code=code: code if (list(given), prog) == (argv, EMR_PROG) else 99,
+        )  # its prog: the printed redo says how to redo the run through the state machine
         assert emr_main.run(argv) == code

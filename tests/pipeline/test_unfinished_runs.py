@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from jobs.runtime.cli import main
 from tests.pipeline.helpers import event, read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_A, RUN_B, RUN_C = "2026-11-24-01-00-00", "2026-11-24-02-00-00", "2026-11-24-03-00-00"
+RUN_0, RUN_A, RUN_B, RUN_C = "2026-11-24-00-00-00", "2026-11-24-01-00-00", "2026-11-24-02-00-00", "2026-11-24-03-00-00"
 # Dies at the Nth seal of a run folder (dedup's is the first; in `run`, shred's the second).
 DIES_AT_SEAL = """
 import os, sys
@@ -102,11 +103,11 @@ def test_a_killed_run_with_its_ledger_entry_deleted_stops_the_next_run_until_it_
     assert main(dedup(RUN_B)) == 1
     assert error_line(capsys) == (
         f"error: manifest {manifest}: run {RUN_A} recorded its events and has not completed (no "
-        f"{output}/run={RUN_A}/_SUCCESS), so no later run may decide against them; nothing was written. Redo it "
-        f"first: python -m jobs dedup --input {root} --output {output} --run-id {RUN_A} --incremental, with its "
-        "other options as they were (--config, --manifest); or, if its input is gone for good, abandon it (its "
-        f"events then wait for a later batch): python -m jobs manifest abandon --manifest {manifest} --output "
-        f"{output} --run-id {RUN_A}"
+        f"{output}/run={RUN_A}/_SUCCESS), so no later run may decide against them; nothing was written. "
+        "If its input is gone for good, python -m jobs manifest abandon --manifest "
+        f"{manifest} --output {output} --run-id {RUN_A} abandons it (its events then wait for a later batch). Else "
+        f"redo it first: python -m jobs dedup --input {root} --output {output} --config {settings} --manifest "
+        f"{manifest} --incremental --run-id {RUN_A}"
     )
     assert not (output / f"run={RUN_B}").exists() and not list((output / "_ledger").glob("*.json"))
 
@@ -165,6 +166,72 @@ def test_a_late_run_killed_during_shred_stops_the_next_run_until_the_pasted_shre
     assert list((output / "deduplicated" / "_shred_pending").iterdir()) == []
 
 
+def completed_ids(folders: list[Path], subfolder: str) -> list[str]:
+    """The event ids in `subfolder` of every completed (`_SUCCESS`) run folder, sorted: a doubled one twice."""
+    done = [folder for folder in folders if (folder / "_SUCCESS").exists()]
+    return sorted(line.split("\t")[6] for folder in done for line in read_lines(folder / subfolder))
+
+
+@pytest.mark.slow  # a Spark process that dies, then its printed redo pasted into a shell
+@pytest.mark.parametrize("job", ["dedup", "run"])
+def test_the_printed_redo_pasted_into_a_shell_leaves_every_event_once(
+    spark: SparkSession, tmp_path: Path, job: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The redo a later run prints is the killed run's whole command line: pasted as printed, from another folder,
+    it keeps the manifest (without it the redo would deliver the first run's events again), --synthetic and --config;
+    paths with spaces, quotes and brackets stay one word each."""
+    work, elsewhere = tmp_path / "team's batches", tmp_path / "another folder"
+    elsewhere.mkdir()
+    work.mkdir()
+    monkeypatch.chdir(work)  # every path the runs are given is relative to it
+    output = Path("out [x]" if job == "dedup" else "out put")  # shred fails under a `[`: issue 44, symptom 10
+    (work / "con fig.json").write_text('{"manifest": {"ttl_days": 30}}')
+    write(work / "in put" / "0" / "a.tsv", events(range(0, 5)))
+    synthetic = [event(uuid(9), event_fingerprint="fp-1"), event(uuid(9), event_fingerprint="fp-2")]
+    write(work / "in put" / "a" / "a.tsv", [*events(range(3, 9)), *synthetic])  # 3 and 4 delivered by run 0
+    write(work / "in put" / "b" / "a.tsv", events(range(7, 12)))
+
+    def argv(run_id: str, batch: str) -> list[str]:
+        return [job, "--input", f"in put/{batch}", "--output", str(output), "--run-id", run_id,
+                "--manifest", "sqlite:the manifest.db", "--config", "con fig.json", "--synthetic", "quarantine"]  # fmt: skip
+
+    assert main([*argv(RUN_0, "0"), "--create"]) == 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DIE_AT_SEAL": "1"}
+    died = subprocess.run([sys.executable, "-c", DIES_AT_SEAL, *argv(RUN_A, "a")], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert died.returncode == 137, died.stderr  # its pairs are in the manifest, its folder unsealed
+    assert main(argv(RUN_B, "b")) == 1  # the killed run's manifest lease, which the line names
+    Path(shlex.split(error_line(capsys).rsplit("remove its lease ", 1)[1])[0]).unlink()
+    assert main(argv(RUN_B, "b")) == 1
+    printed = error_line(capsys).split("Else redo it first: ", 1)[1]
+    assert printed == (
+        f"python -m jobs {job} --input {shlex.quote(str(work / 'in put' / 'a'))} --output "
+        f"{shlex.quote(str(work / output))} --config {shlex.quote(str(work / 'con fig.json'))} --synthetic quarantine "
+        f"--manifest {shlex.quote(f'sqlite:{work}/the manifest.db')} --run-id {RUN_A}"
+    )
+    dedup_output = work / output / ("deduplicated" if job == "run" else "")
+    (dedup_output / "_leases" / f"run={RUN_A}.json").unlink()  # the killed run's folder lease (its line: above)
+
+    shell = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+             "PYTHONPATH": str(ROOT)}  # `python -m jobs` as an operator has it  # fmt: skip
+    redo = subprocess.run(["bash", "-c", printed], cwd=elsewhere, env=shell, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert redo.returncode == 0, redo.stderr
+    assert main(argv(RUN_B, "b")) == 0
+
+    runs = [dedup_output / f"run={run_id}" for run_id in (RUN_0, RUN_A, RUN_B)]
+    assert all((run / "_SUCCESS").exists() for run in runs)
+    once = sorted(uuid(number) for number in range(0, 12) if number != 9)
+    assert completed_ids(runs, "good") == once  # nothing missing, nothing delivered twice
+    assert completed_ids(runs, "quarantine") == [uuid(9)] * 2  # --synthetic quarantine kept by the redo
+    if job == "run":
+        atomic = (
+            "output=good/vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
+        )
+        shredded = [work / output / "shredded" / f"run={run_id}" for run_id in (RUN_0, RUN_A, RUN_B)]
+        assert completed_ids(shredded, atomic) == once
+
+
 def test_a_run_killed_after_sealing_is_taken_as_complete(tmp_path: Path) -> None:
     """Between `_SUCCESS` and the register's `complete` a run can die: its `_SUCCESS` is what counts."""
     manifest = open_manifest(f"sqlite:{tmp_path / 'manifest.db'}")
@@ -181,7 +248,7 @@ def test_a_run_killed_after_sealing_is_taken_as_complete(tmp_path: Path) -> None
     register.begin(run_b)
     register.require_no_unfinished(run_b.key, manifest.uri, lambda path: Path(path).exists())  # its own redo passes
     other = run_key(str(tmp_path / "out" / "run=2026-11-24-03-00-00"), "2026-11-24-03-00-00")
-    with pytest.raises(UnfinishedRunError, match=f"run {RUN_B} recorded its events .* Redo it first: redo B; or"):
+    with pytest.raises(UnfinishedRunError, match=f"run {RUN_B} recorded its events .* Else redo it first: redo B$"):
         register.require_no_unfinished(other, manifest.uri, lambda path: Path(path).exists())
 
 
