@@ -30,6 +30,7 @@ from dataclasses import asdict, astuple, dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL, SUCCESS_MARKER
+from jobs.errors import DamagedFileError
 from jobs.fs import store
 from jobs.manifest.base import Manifest, ManifestError, run_key
 
@@ -231,14 +232,31 @@ class FileRunRegister(RunRegister):
 
     def complete(self, run: RegisteredRun) -> None:
         store.delete(self._path(run.key))
-        legacy = store.read_bytes(self._path(run.run_id))  # written before run keys: only if it names this folder
-        if legacy is not None and json.loads(legacy).get("folder") == run.folder:
+        legacy = self._read(self._path(run.run_id))  # written before run keys: only if it names this folder
+        if legacy is not None and legacy.folder == run.folder:
             store.delete(self._path(run.run_id))
 
     def unfinished(self) -> list[RegisteredRun]:
-        documents = [store.read_bytes(file.path) for file in store.list_files(self.folder)]
-        runs = [RegisteredRun(**json.loads(data)) for data in documents if data is not None]
-        return sorted(runs, key=lambda run: (run.run_id, run.folder))
+        runs = [self._read(file.path) for file in store.list_files(self.folder)]
+        return sorted((run for run in runs if run is not None), key=lambda run: (run.run_id, run.folder))
+
+    def _read(self, path: str) -> RegisteredRun | None:
+        """The entry at `path` (None: removed since listed).
+
+        Raises:
+            DamagedFileError: the file is cut, emptied, or no entry of this register (a stray file), named.
+        """
+        way_out = (
+            f"a stray file: move it out of {self.folder}; a cut entry: restore its earlier version, or redo the run "
+            "its name says with its command and then remove the file"
+        )
+        document = store.read_json(path, way_out)
+        if document is None:
+            return None
+        try:
+            return RegisteredRun(**document)
+        except TypeError:
+            raise DamagedFileError(f"{path} is no entry of the register of unfinished runs; {way_out}") from None
 
 
 def run_register(manifest: Manifest) -> RunRegister:

@@ -328,3 +328,23 @@ def test_the_shred_check_reads_s3_folders_as_the_deployed_jobs_see_them() -> Non
         require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded", RUN_A)  # none before A
         s3.put_object(Bucket="out", Key=f"shredded/run={RUN_A}/_SUCCESS", Body=b"")
         require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded", RUN_B)  # completed: passes
+
+
+def test_a_cut_or_stray_register_file_of_a_lake_stops_the_next_run_naming_it(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A `_runs/` file cut short (a kill as it was written by an older version, a bad copy) or one of another kind is
+    named with the way out, never a bare JSONDecodeError or TypeError."""
+    root, output, lake = tmp_path / "in", tmp_path / "out", tmp_path / "manifest"
+    write(root / "a.tsv", events(range(0, 2)))
+    open_manifest(f"lake:{lake}", buckets=4).create()
+    runs = lake / "_runs"
+    runs.mkdir()
+    dedup = ["dedup", "--input", str(root), "--output", str(output), "--run-id", RUN_B, "--manifest", f"lake:{lake}"]
+    for name, content in (("run=cut.json", '{"run_id": "2026-11-24-01-0'), ("notes.json", '{"owner": "ops"}')):
+        (runs / name).write_text(content)
+        assert main(dedup) == 1
+        line = error_line(capsys)
+        assert line.startswith(f"error: {runs / name} is ") and f"a stray file: move it out of {runs}" in line
+        (runs / name).unlink()
+    assert not (output / f"run={RUN_B}").exists()
