@@ -200,7 +200,7 @@ def _run_in_folder(
 ) -> dict[str, Any]:
     """Read, decide and write the run's lines into its folder (held); the summary without its times."""
     skipped = [UnreadableFile(qualified(s.file.path), s.file.size, s.error) for s in plan.skipped] if plan else []
-    source = open_input(spark, input_path, plan.paths if plan else None, skipped)
+    source = open_input(spark, input_path, plan.listing if plan else None, skipped)
     summary, source = _deduplicate(
         spark, config, source, folder, run_time, manifest, progress, before_manifest_write, replaces
     )

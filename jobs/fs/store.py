@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
@@ -79,8 +79,39 @@ def _s3_or_refuse(path: str) -> tuple[str, str]:
 
 def hidden(relative: str) -> bool:
     """True when a segment of a path relative to a listed root starts with `_` or `.` (markers, checksums,
-    temporary folders of writers in progress), which Spark also skips."""
-    return any(part.startswith(("_", ".")) for part in relative.split("/") if part)
+    temporary folders of writers in progress), which Spark also skips. Such files are never read, nor listed."""
+    return any(part.startswith(HIDDEN_PREFIXES) for part in relative.split("/") if part)
+
+
+HIDDEN_PREFIXES = ("_", ".")
+IN_PROGRESS_SUFFIXES = ("._COPYING_", ".tmp", ".filepart")
+"""Names of uploads still being written, renamed when done: Hadoop's `fs -put`/`distcp`, most writers that
+rename into place, WinSCP. Hadoop's reader skips `._COPYING_` too."""
+
+
+def in_progress(path: str) -> bool:
+    """True when a file's name says it is an upload in progress (`IN_PROGRESS_SUFFIXES`): visible, not read yet."""
+    return path.rsplit("/", 1)[-1].endswith(IN_PROGRESS_SUFFIXES)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The files of an input root a run may read, and the visible ones it leaves for a later run."""
+
+    files: tuple[StoredFile, ...]
+    in_progress: tuple[StoredFile, ...] = ()
+    """Uploads in progress (`in_progress`): not read, not recorded as read; listed in `summary.json`."""
+
+    @property
+    def paths(self) -> list[str]:
+        return [file.path for file in self.files]
+
+    def note(self) -> str:
+        """`; N upload(s) in progress left for a later run: …` when there are any, else ``."""
+        if not self.in_progress:
+            return ""
+        names = ", ".join(file.path for file in self.in_progress[:5])
+        return f"; {len(self.in_progress)} upload(s) in progress left for a later run: {names}"
 
 
 def unreadable_names(root: str, paths: Sequence[str]) -> list[str]:
@@ -106,15 +137,21 @@ def refuse_unreadable_names(root: str, paths: Sequence[str], option: str = "--in
         )
 
 
-def list_input(root: str, option: str = "--input") -> list[StoredFile]:
-    """`list_files` of an input root whose every file can be read by its name.
+def list_input(root: str, option: str = "--input") -> Listing:
+    """The input files under `root` (`list_files`; a root that is a file: itself), every one of which can be read
+    by its name, apart from the uploads in progress. The one listing of every mode: plain and incremental runs
+    and the checks before Spark read exactly these files (see docs/incremental.md, "Which files are input").
 
     Raises:
         InvalidArgumentError: `root` is neither local nor S3, or a file's name cannot be read (see `unreadable_names`).
     """
-    files = list_files(root)
-    refuse_unreadable_names(root, [file.path for file in files], option)
-    return files
+    files = [file for file in list_files(root) if not hidden(file.path.rsplit("/", 1)[-1])]  # the root's own name
+    listing = Listing(
+        tuple(file for file in files if not in_progress(file.path)),
+        tuple(file for file in files if in_progress(file.path)),
+    )
+    refuse_unreadable_names(root, listing.paths, option)
+    return listing
 
 
 def list_files(root: str) -> list[StoredFile]:
@@ -128,15 +165,10 @@ def list_files(root: str) -> list[StoredFile]:
         if os.path.isfile(local):
             stat = os.stat(local)
             return [StoredFile(root, stat.st_size, stat.st_mtime_ns // 1_000_000)]
-        found = []
-        for folder, subfolders, names in os.walk(local):
-            subfolders[:] = [name for name in subfolders if not name.startswith(("_", "."))]
-            for name in names:
-                if name.startswith(("_", ".")):
-                    continue
-                full = os.path.join(folder, name)
-                stat = os.stat(full)
-                found.append(StoredFile(full, stat.st_size, stat.st_mtime_ns // 1_000_000))
+        if not os.path.isdir(local):
+            return []
+        found = [StoredFile(full, stat.st_size, stat.st_mtime_ns // 1_000_000) for full in _walk(local)
+                 for stat in [os.stat(full)]]  # fmt: skip
         return sorted(found, key=lambda file: file.path)
     bucket, key = _s3_or_refuse(root)
     scheme = urlparse(root).scheme
@@ -154,6 +186,27 @@ def list_files(root: str) -> list[StoredFile]:
             modified = int(head["LastModified"].astimezone(UTC).timestamp() * 1000)
             found.append(StoredFile(root, head["ContentLength"], modified, head["ETag"]))
     return sorted(found, key=lambda file: file.path)
+
+
+def _walk(local: str) -> Iterator[str]:
+    """The paths of the files under a local folder, hidden names left out. Symlinked folders are followed, as
+    Hadoop's local file system (Spark) follows them; a link back to a folder above it is not (it would repeat its
+    files forever). A folder that cannot be listed raises, rather than leaving its files out unsaid."""
+    above = {local: frozenset({os.path.realpath(local)})}
+    for folder, subfolders, names in os.walk(local, onerror=_raise, followlinks=True):
+        seen = above.pop(folder)
+        kept = []
+        for name in subfolders:
+            real = os.path.realpath(os.path.join(folder, name))
+            if not name.startswith(HIDDEN_PREFIXES) and real not in seen:
+                kept.append(name)
+                above[os.path.join(folder, name)] = seen | {real}
+        subfolders[:] = kept
+        yield from (os.path.join(folder, name) for name in names if not name.startswith(HIDDEN_PREFIXES))
+
+
+def _raise(err: OSError) -> None:
+    raise err
 
 
 def children(folder: str) -> list[str]:

@@ -133,10 +133,17 @@ class Plan:
     """The input root the files were listed under (listed again by `record_read`)."""
     output: str = ""
     """Where the ledger lies: `OUT` of `OUT/_ledger/`."""
+    in_progress: tuple[StoredFile, ...] = field(default=())
+    """Uploads in progress under the input root (`store.in_progress`): not in the entry, taken once renamed."""
 
     @property
     def paths(self) -> list[str]:
         return [file.path for file in self.files]
+
+    @property
+    def listing(self) -> store.Listing:
+        """What the run reads, as `jobs.fs.input.open_input` takes it."""
+        return store.Listing(self.files, self.in_progress)
 
     def summary(self) -> dict[str, Any]:
         """For `summary.json` `input_files.incremental`."""
@@ -252,9 +259,10 @@ def plan_run(input_root: str, output: str, run_id: str, window: Window = Window(
     ledger = Ledger(output)
     entries = ledger.entries()
     own = [entry for entry in entries if entry["run_id"] == run_id]
-    listed = store.list_input(input_root)  # a name Hadoop cannot read stops the run here, before the entry
+    listing = store.list_input(input_root)  # a name Hadoop cannot read stops the run here, before the entry
+    listed = listing.files
     if own:
-        return _reuse(ledger, own[0], listed)
+        return dataclasses.replace(_reuse(ledger, own[0], listed), in_progress=listing.in_progress)
     _check_can_start(ledger, entries, run_id)
 
     processed = {file["path"]: StoredFile(**file) for entry in entries for file in entry["files"]}
@@ -279,12 +287,12 @@ def plan_run(input_root: str, output: str, run_id: str, window: Window = Window(
     if not chosen:
         raise NothingToDo(
             f"nothing to do: no new input files under {input_root} ({len(listed)} listed, "
-            f"{len(processed)} read by earlier runs{_window_note(window)})"
+            f"{len(processed)} read by earlier runs{_window_note(window)}{listing.note()})"
         )
     number = (entries[-1]["entry"] if entries else 0) + 1
     backlog = [file for _, file in new[len(chosen) :]]
     plan = Plan(run_id, number, tuple(chosen), False, len(backlog), sum(f.size for f in backlog), tuple(changed))
-    plan = dataclasses.replace(plan, input_root=input_root, output=ledger.output)
+    plan = dataclasses.replace(plan, input_root=input_root, output=ledger.output, in_progress=listing.in_progress)
     document = {
         "entry": number,
         "run_id": run_id,

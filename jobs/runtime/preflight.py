@@ -27,9 +27,13 @@ def require_local_input(path: str, option: str = "--input", holding_files: bool 
     local = absolute(local)
     if not os.path.exists(local):
         raise InputNotFoundError(f"{option}: {local} does not exist")
-    if holding_files and not store.list_input(local, option):  # names starting with _ or . left out, as Spark does
+    if not holding_files:
+        return
+    listing = store.list_input(local, option)  # the listing the run reads: hidden names and uploads left out
+    if not listing.files:
         raise InputNotFoundError(
-            f"{option}: {local} holds no input files (names starting with _ or . are skipped); nothing to do"
+            f"{option}: {local} holds no input files (names starting with _ or . are skipped){listing.note()}; "
+            "nothing to do"
         )
 
 

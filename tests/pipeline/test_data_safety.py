@@ -323,6 +323,7 @@ def test_skip_unreadable_skips_and_lists_each_file(spark: SparkSession, tmp_path
         "files": 1,
         "unreadable": [{"path": f"file://{truncated}", "size": truncated.stat().st_size,
                         "error": "java.io.EOFException: Unexpected end of input stream"}],
+        "in_progress": [],
     }  # fmt: skip
     assert summary["counts"]["input"] == 50
     with gzip.open(whole, "rt") as handle:

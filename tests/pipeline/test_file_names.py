@@ -79,6 +79,7 @@ def test_skip_unreadable_skips_only_files_whose_content_does_not_read(spark: Spa
         "files": 3,
         "unreadable": [{"path": f"file://{truncated}", "size": truncated.stat().st_size,
                         "error": "java.io.EOFException: Unexpected end of input stream"}],
+        "in_progress": [],
     }  # fmt: skip
     assert read_lines(output / f"run={RUN_ID}" / "good") == sorted(healthy)
 
