@@ -10,7 +10,14 @@ from jobs.manifest.base import SECONDS_PER_DAY
 from jobs.manifest.lake_filter import Filter
 
 FORMAT = "winnow-lake-manifest"
-VERSION = 1
+VERSION = 2
+"""Version 2 anchors the newest commit (`LAKE_ANCHOR`) and records each file's checksum (`CHECKSUMS_KEY`); a lake of
+version 1 is read as before and becomes version 2 at its next commit. A Winnow of version 1 refuses a descriptor of
+version 2: it would write commits without either (its checks by size only, the anchor left behind)."""
+READABLE_VERSIONS = (1, 2)
+CHECKSUMS_KEY = "file_checksums"
+"""The commit's record of each committed file's content: path under the manifest folder -> checksum
+(`lake_integrity.checksum_of`)."""
 FILTERS_KEY = "segment_filters_v2"
 """The commit's record of the filters (`lake_filter`); a version that does not know this layout reads every segment
 whole, and drops the record from the commits it writes."""
@@ -59,6 +66,9 @@ class State:
     filters: dict[str, Filter] = field(default_factory=dict)
     """Per segment of a past day, or of a run of at least a row a bucket: its filter (`lake_filter`); a segment
     without one is read whole."""
+    checksums: dict[str, str] = field(default_factory=dict)
+    """The content checksum of each segment's and filter's data file, by path under the manifest folder (a file
+    committed by version 1 has none until the next commit records it)."""
 
     def live_for(self, etl_time: int) -> dict[str, tuple[int, ...]]:
         """Segments holding entries that count at `etl_time`, each with the runs whose rows are stale in it (a
@@ -90,6 +100,7 @@ class State:
             "segment_files": {s.name: s.file_sizes for s in self.segments.values() if s.file_sizes is not None},
             # Apart from the segments, as `segment_files`: a version without filters reads every segment whole.
             FILTERS_KEY: {name: f.document() for name, f in sorted(self.filters.items())},
+            CHECKSUMS_KEY: dict(sorted(self.checksums.items())),
         }
 
     @staticmethod
@@ -101,7 +112,8 @@ class State:
         }
         runs = {r["etl_time"]: RunEntries(**r) for r in document["runs"]}
         filters = {name: Filter.parse(f) for name, f in document.get(FILTERS_KEY, {}).items()}
-        return State(document["commit"], document["buckets"], segments, runs, filters)
+        checksums = dict(document.get(CHECKSUMS_KEY, {}))  # absent from version 1's commits
+        return State(document["commit"], document["buckets"], segments, runs, filters, checksums)
 
 
 def expired_dropped(state: State) -> State:
