@@ -18,6 +18,9 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from jobs.manifest.lake import open_lake
+from jobs.manifest.lake_integrity import ManifestDamagedError
+from jobs.manifest.lake_state import RunEntries, Segment, State
 from jobs.runtime.cli import main
 from tests.pipeline.test_crossbatch import reidentified
 from tests.pipeline.test_lake_manifest import (
@@ -246,3 +249,45 @@ def test_a_killed_compactions_leftover_is_removed_by_the_next_commit(spark: Spar
     # Decisions as without the leftovers: A/a1 seen in run 1, B re-identified, D/d1 twice in the batch.
     assert second["content"]["duplicates"] == sorted([BATCH_2[0], BATCH_2[3]])
     assert second["content"]["good"] == sorted([reidentified(BATCH_2[1]), BATCH_2[2], BATCH_2[4]])
+
+
+@pytest.mark.aws
+def test_on_s3_the_listings_etags_are_compared_and_the_newest_commit_is_anchored() -> None:
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket="lake-bucket", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        manifest = open_lake("lake:s3://lake-bucket/manifest", buckets=4)
+        manifest.create()
+        name, files = (
+            "2026-11-01-00-00-00.0000abcd",
+            ["part-00000_00000.c000.zstd.parquet", "part-00000_00001.c000.zstd.parquet"],
+        )
+        folder = f"manifest/segments/segment={name}"
+        for file, body in zip(files, (b"first", b"other"), strict=True):
+            s3.put_object(Bucket="lake-bucket", Key=f"{folder}/{file}", Body=body)
+        segment = Segment(name, (100,), 2, 10, 2, 200, {file: 5 for file in files})
+        base = manifest.state()
+        state = manifest.commit(
+            State(0, 4, {name: segment}, {100: RunEntries(100, "r", 200, name)}), base, "dedup", "r"
+        )
+        etag = s3.head_object(Bucket="lake-bucket", Key=f"{folder}/{files[0]}")["ETag"].strip('"')
+        assert manifest.state().checksums[f"segments/segment={name}/{files[0]}"] == f"etag:{etag}"
+        assert manifest.verify(manifest.state()) == 2
+        # Another valid object of the same size in its place: its ETag differs.
+        s3.put_object(Bucket="lake-bucket", Key=f"{folder}/{files[0]}", Body=b"swaps")
+        swapped = s3.head_object(Bucket="lake-bucket", Key=f"{folder}/{files[0]}")["ETag"].strip('"')
+        with pytest.raises(ManifestDamagedError) as damaged:
+            manifest.verify(state)
+        assert str(damaged.value) == (
+            f"manifest lake:s3://lake-bucket/manifest is damaged: segment {name}: file s3://lake-bucket/{folder}/"
+            f"{files[0]} has checksum etag:{swapped}, commit 1 records etag:{etag} (replaced or damaged); nothing was "
+            f"written. {RESTORE}"
+        )
+        s3.delete_object(Bucket="lake-bucket", Key="manifest/_commits/0000000001.json")
+        with pytest.raises(
+            ManifestDamagedError, match=r"0000000001\.json, the newest, which .*_latest names, is missing"
+        ):
+            manifest.state()
