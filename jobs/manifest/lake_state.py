@@ -11,10 +11,14 @@ from jobs.manifest.lake_filter import Filter
 
 FORMAT = "winnow-lake-manifest"
 VERSION = 2
-"""2: a commit's runs carry their run key (`RunEntries.run_key`), and two runs of one second can be recorded; a
-version-1 Winnow refuses the descriptor rather than misread such a commit. Version 1 lakes are read, and their
-descriptor says 2 from their first commit on (`LakeLocation.commit`)."""
+"""Version 2: a commit's runs carry their run key (`RunEntries.run_key`, so two runs of one second can be recorded),
+the newest commit is anchored (`LAKE_ANCHOR`) and each file's checksum recorded (`CHECKSUMS_KEY`). A lake of version 1
+is read as before and becomes version 2 at its next commit. A Winnow of version 1 refuses a descriptor of version 2
+rather than misread its commits or write commits without anchor and checksums."""
 READABLE_VERSIONS = (1, VERSION)
+CHECKSUMS_KEY = "file_checksums"
+"""The commit's record of each committed file's content: path under the manifest folder -> checksum
+(`lake_integrity.checksum_of`)."""
 FILTERS_KEY = "segment_filters_v2"
 """The commit's record of the filters (`lake_filter`); a version that does not know this layout reads every segment
 whole, and drops the record from the commits it writes."""
@@ -75,6 +79,9 @@ class State:
     filters: dict[str, Filter] = field(default_factory=dict)
     """Per segment of a past day, or of a run of at least a row a bucket: its filter (`lake_filter`); a segment
     without one is read whole."""
+    checksums: dict[str, str] = field(default_factory=dict)
+    """The content checksum of each segment's and filter's data file, by path under the manifest folder (a file
+    committed by version 1 has none until the next commit records it)."""
 
     def live_for(self, etl_time: int, run_key: str = "") -> dict[str, tuple[int, ...]]:
         """Segments holding entries that count at `etl_time` for the run of `run_key`, each with the runs whose
@@ -118,6 +125,7 @@ class State:
             "segment_files": {s.name: s.file_sizes for s in self.segments.values() if s.file_sizes is not None},
             # Apart from the segments, as `segment_files`: a version without filters reads every segment whole.
             FILTERS_KEY: {name: f.document() for name, f in sorted(self.filters.items())},
+            CHECKSUMS_KEY: dict(sorted(self.checksums.items())),
         }
 
     @staticmethod
@@ -129,7 +137,8 @@ class State:
         }
         runs = {entries.key: entries for entries in (RunEntries(**r) for r in document["runs"])}
         filters = {name: Filter.parse(f) for name, f in document.get(FILTERS_KEY, {}).items()}
-        return State(document["commit"], document["buckets"], segments, runs, filters)
+        checksums = dict(document.get(CHECKSUMS_KEY, {}))  # absent from version 1's commits
+        return State(document["commit"], document["buckets"], segments, runs, filters, checksums)
 
 
 def expired_dropped(state: State) -> State:
