@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
 from jobs.enriched.parse import UUID_PATTERN
+from jobs.fs.paths import exact
 from jobs.manifest.base import ManifestError
 from jobs.manifest.lake import LakeManifest, id_halves
 from jobs.manifest.lake_state import RunEntries, State
@@ -34,7 +35,7 @@ def import_dynamodb_export(manifest: LakeManifest, spark: SparkSession, export: 
         f"Item struct<{DYNAMODB_PARTITION_KEY}: struct<S: string>, {DYNAMODB_SORT_KEY}: struct<S: string>, "
         f"{DYNAMODB_ETL_TIME}: struct<N: string>, {DYNAMODB_TTL}: struct<N: string>>"
     )
-    items = spark.read.schema(schema).json(export)
+    items = spark.read.schema(schema).json(exact(export))
     event_key = F.lower(F.col(f"Item.{DYNAMODB_PARTITION_KEY}.S"))
     fingerprint = F.col(f"Item.{DYNAMODB_SORT_KEY}.S")
     etl_time = F.col(f"Item.{DYNAMODB_ETL_TIME}.N").cast("long")
