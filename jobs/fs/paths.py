@@ -76,6 +76,18 @@ def exact(path: str) -> str:
     return escaped
 
 
+def check_readable(option: str, path: str) -> None:
+    """Refuse, before anything is written, a path Spark's reader cannot name (a job reads back what it writes).
+
+    Raises:
+        UnreadablePathError: see `exact`, with the option named.
+    """
+    try:
+        exact(path)
+    except UnreadablePathError as err:
+        raise UnreadablePathError(f"{option}: given {err}; nothing was written") from None
+
+
 def written(path: str) -> str:
     """A path for Spark's writer: as given. A writer does not glob (measured on Spark 4.0: `[2]`, `{a}`, `*?`,
     `\\`, `%41`, `%20`, spaces, `#`, `:`, `,`, `=`, quotes, NFC/NFD names and leading `.`/`_` are written as

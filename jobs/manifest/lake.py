@@ -51,7 +51,7 @@ from jobs.contract import (
 )  # fmt: skip
 from jobs.errors import InvalidArgumentError
 from jobs.fs import store
-from jobs.fs.paths import exact, location, qualified, table_options
+from jobs.fs.paths import check_readable, exact, location, qualified, table_options
 from jobs.manifest.base import (
     ID_SEEN_EARLIER,
     SECONDS_PER_DAY,
@@ -399,15 +399,15 @@ def open_lake(uri: str, buckets: int = DEFAULT_BUCKETS) -> LakeManifest:
     """The lake manifest `lake:PATH`.
 
     Raises:
-        InvalidArgumentError: PATH is empty, neither local nor S3, or has a quote in it.
+        InvalidArgumentError: PATH is empty, neither local nor S3, or Spark's reader cannot name it (`exact`).
     """
     path = uri.removeprefix("lake:").rstrip("/")
     if path.startswith("file://"):
         path = path.removeprefix("file://")
-    if not path or "'" in path or not store.supported(path):
+    if not path or not store.supported(path):
         raise InvalidArgumentError(
-            f"--manifest: given {uri!r}; allowed: lake:PATH with PATH a local folder or s3://bucket/prefix "
-            "(no quotes in it)"
+            f"--manifest: given {uri!r}; allowed: lake:PATH with PATH a local folder or s3://bucket/prefix"
         )
+    check_readable("--manifest", path)
     root = os.path.abspath(path) if store.local_path(path) is not None else path.replace("s3a://", "s3://")
     return LakeManifest(uri=uri, root=root, buckets_at_create=buckets)
