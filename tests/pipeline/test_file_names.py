@@ -244,3 +244,73 @@ def test_a_path_spark_cannot_name_is_refused_before_anything_runs(
         "or move the folder; nothing was written"
     )
     assert not folder.exists() and not (tmp_path / "out").exists()
+
+
+# Generated folder names for every other path argument: output, manifest (lake and SQLite), state and table.
+
+FOLDER_PART = st.sampled_from([" ", "[", "]", "{", "}", "*", "?", ",", ":", "#", "%", "%20", "%41", "=", "a", "1",
+                               "\u00fc", "u\u0308", "'", "\\"])  # fmt: skip
+FOLDER = st.tuples(st.sampled_from(["", "", ".", "_"]), st.lists(FOLDER_PART, min_size=1, max_size=5)).map(
+    lambda parts: parts[0] + "".join(parts[1])
+)
+USES = st.sampled_from(["run and SQLite manifest", "lake manifest", "keyed state", "table"])
+
+
+def unreadable(name: str) -> bool:
+    return ":" in name and any(character in name for character in "\\*?[]{}")
+
+
+def use_paths(base: Path, folder: Path, use: str, source: Path, lines: list[str]) -> None:
+    """Run the command of `use` with its paths under `folder`; check every line or record lands once."""
+    if use == "run and SQLite manifest":
+        argv = ["run", "--input", str(source), "--output", str(folder / "out"), "--run-id", RUN_ID,
+                "--manifest", f"sqlite:{folder / 'manifest.db'}", "--create"]  # fmt: skip
+        assert main(argv) == 0
+        assert read_lines(folder / "out" / "deduplicated" / f"run={RUN_ID}" / "good") == sorted(lines)
+        shredded = folder / "out" / "shredded" / f"run={RUN_ID}" / "output=good"
+        assert sorted(line.split("\t")[6] for line in read_lines(shredded)) == sorted(x.split("\t")[6] for x in lines)
+    elif use == "lake manifest":
+        config = base / "config.json"
+        config.write_text('{"manifest": {"buckets": 4}}')
+        assert dedup(source, folder / "out", "--manifest", f"lake:{folder / 'lake'}", "--create", "--config",
+                     str(config)) == 0  # fmt: skip
+        assert read_lines(folder / "out" / f"run={RUN_ID}" / "good") == sorted(lines)
+    elif use == "keyed state":
+        records = write(base, "records/a.csv", ["id", "k1", "k2", "k1"]).parent
+        keyed = ["keyed", "--input", str(records), "--format", "csv", "--key", "id", "--output", str(folder / "out"),
+                 "--state", str(folder / "state")]  # fmt: skip
+        assert main([*keyed, "--run-id", KEYED_RUN]) == 0 and main([*keyed, "--run-id", KEYED_NEXT]) == 0
+        assert csv_rows(folder / "out" / f"run={KEYED_RUN}" / "unique") == ["k1", "k2"]
+        assert csv_rows(folder / "out" / f"run={KEYED_NEXT}" / "duplicate") == ["k1", "k1", "k2"]  # the state read
+    else:
+        records, table = write(base, "records/a.csv", ["id,v", "k1,1", "k2,2", "k1,3"]).parent, str(folder / "table")
+        assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+        assert main(["table", "insert", "--table", table, "--input", str(records), "--format", "csv"]) == 0
+        argv = ["table", "select", "--table", table, "--output", str(folder / "select"), "--final", "--format", "csv"]
+        assert main(argv) == 0
+        assert csv_rows(folder / "select") == ["k1,3", "k2,2"]
+
+
+@settings(max_examples=2, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(name=FOLDER, use=USES)
+@example(name="_a [2]{b}*?, #%20%41=\u00fc", use="keyed state")
+@example(name=".u\u0308 10:00,#%20'=", use="table")  # ':' without a glob character is read as named
+@example(name="out [2] {a}'\\", use="run and SQLite manifest")
+@example(name="at 10:00 [eu]", use="lake manifest")  # refused before Spark starts
+def test_every_path_argument_takes_any_folder_name(
+    spark: SparkSession, capsys: pytest.CaptureFixture[str], name: str, use: str
+) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        base = Path(directory)
+        lines = events(1, 2)
+        source, folder = write(base, "in/a.tsv", lines).parent, base / name
+        hypothesis.event(f"{use}: {'refused' if unreadable(name) else 'read'}")
+        if not unreadable(name):
+            use_paths(base, folder, use, source, lines)
+            return
+        capsys.readouterr()
+        argv = ["dedup", "--input", str(source), "--output", str(base / "out"), "--manifest", f"lake:{folder}"]
+        assert main(argv) == 2
+        assert "cannot be read by Spark" in last_error_line(capsys.readouterr().err)
+        assert not folder.exists() and not (base / "out").exists()
