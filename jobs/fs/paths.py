@@ -1,4 +1,11 @@
-"""Paths: local or URI, compared, kept apart, and named exactly for Spark's reader (which takes a Hadoop glob)."""
+"""Paths: local or URI, compared, kept apart, and the one way a path reaches Spark.
+
+Every path handed to Spark goes through one of three functions here (tests/test_spark_paths.py checks the jobs):
+- `exact` for a reader (`spark.read….parquet/text/csv/json/load`): the reader takes a Hadoop glob;
+- `written` for a writer (`….write….parquet/text/csv/json/save`): a writer does not glob, and takes the name as is;
+- `table_options` and `location` for SQL tables (`CREATE TABLE … OPTIONS (…) LOCATION '…'`): an unpartitioned
+  table's location is globbed when the table is created and read, unless its options say not to.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ from jobs.errors import InvalidArgumentError
 from jobs.fs import store
 
 _GLOB_CHARACTERS = re.compile(r"([\\*?\[\]{}])")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(?=/)")
 
 
 def absolute(path: str) -> str:
@@ -51,11 +59,66 @@ def check_apart(option: str, path: str, others: dict[str, str]) -> None:
             )
 
 
+class UnreadablePathError(InvalidArgumentError):
+    """A path Spark's reader cannot name exactly: a name holding `:` on a path that also holds a glob character."""
+
+
 def exact(path: str) -> str:
     """A path for Spark's reader that names this file or folder only: the reader takes a string for a Hadoop glob,
     so each glob character (`\\*?[]{}`) is escaped with a backslash (Hadoop's GlobPattern; no other character
-    is special, and `%` is not decoded)."""
-    return _GLOB_CHARACTERS.sub(r"\\\1", path)
+    is special, and `%` is not decoded).
+
+    Raises:
+        UnreadablePathError: the path needs escaping and a name in it holds `:`; Hadoop's globber reads each name
+            of such a path as a path of its own, and `c:d` as the URI scheme `c` (a bare `URISyntaxException`).
+    """
+    escaped = _GLOB_CHARACTERS.sub(r"\\\1", path)
+    if escaped != path and ":" in _SCHEME.sub("", path):
+        raise UnreadablePathError(
+            f"{path}: a name holding ':' on a path that also holds one of \\*?[]{{}} cannot be read by Spark (Hadoop "
+            "reads the name as a URI scheme); allowed: ':' or those characters, not both. Rename or move the folder"
+        )
+    return escaped
+
+
+def check_readable(option: str, path: str) -> None:
+    """Refuse, before anything is written, a path Spark's reader cannot name (a job reads back what it writes).
+
+    Raises:
+        UnreadablePathError: see `exact`, with the option named.
+    """
+    try:
+        exact(path)
+    except UnreadablePathError as err:
+        raise UnreadablePathError(f"{option}: given {err}; nothing was written") from None
+
+
+def written(path: str) -> str:
+    """A path for Spark's writer: as given. A writer does not glob (measured on Spark 4.0: `[2]`, `{a}`, `*?`,
+    `\\`, `%41`, `%20`, spaces, `#`, `:`, `,`, `=`, quotes, NFC/NFD names and leading `.`/`_` are written as
+    named, and partition discovery looks only below the path read); `exact` of it would name another folder."""
+    return path
+
+
+def table_options(**options: str) -> str:
+    """The `OPTIONS (…)` clause of a table Spark writes or reads at a `location`: `options` (SQL-quoted), plus
+    Spark's own switch that takes the location as a name, not a glob (else `CREATE TABLE` of a bucketed table
+    under `manifests [eu]` lists `manifests e` and `manifests u`, and fails)."""
+    pairs = {**options, _NO_GLOB: "false"}
+    return "OPTIONS (" + ", ".join(f"{_sql_string(key)} {_sql_string(value)}" for key, value in pairs.items()) + ")"
+
+
+def location(path: str) -> str:
+    """The `LOCATION '…'` clause naming folder `path` (a local path as a `file://` URI; `\\` and `'` escaped, as a
+    Spark SQL string literal needs)."""
+    return f"LOCATION {_sql_string(qualified(path))}"
+
+
+_NO_GLOB = "__globPaths__"  # Spark's DataSource.GLOB_PATHS_KEY (its file stream source's switch; 3.1 to 4.1)
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def listed_name(name: str) -> str:

@@ -15,6 +15,7 @@ from jobs.contract import SUCCESS_MARKER, SUMMARY, Progress
 from jobs.errors import DamagedFileError, InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.lease import FileLease
+from jobs.fs.paths import written
 from jobs.fs.runs import run_folder, run_lease
 
 STAGING = "_staging"
@@ -77,7 +78,7 @@ class RunFolder:
     def write_text(self, name: str, lines: DataFrame, compression: str) -> str:
         """Write a one-column DataFrame as text files under `name/`."""
         target = f"{self.path}/{name}"
-        lines.write.mode("overwrite").option("compression", compression).text(target)
+        lines.write.mode("overwrite").option("compression", compression).text(written(target))
         self._fs.mkdirs(target)  # an empty output is still a folder, so readers need no special case
         return target
 
@@ -101,7 +102,9 @@ class RunFolder:
         (Concurrent writers instead of Spark's sort by folder, planned-write sort off: no faster for dedup beyond
         this machine's noise; not adopted.)
         """
-        lines.write.mode("overwrite").option("compression", compression).partitionBy(folder_column).text(self.staging)
+        lines.write.mode("overwrite").option("compression", compression).partitionBy(folder_column).text(
+            written(self.staging)
+        )
         progress(f"moving the written files from {self.staging} into place")
         self.move_staged(folder_column, folders)
 

@@ -24,6 +24,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs.errors import InputNotFoundError, InvalidArgumentError, WinnowError
 from jobs.fs.hadoop import FileSystem
+from jobs.fs.paths import exact, written
 
 
 class InvalidInputError(WinnowError):
@@ -61,7 +62,7 @@ def read_records(spark: SparkSession, path: str, fmt: Format, json_as_text: bool
         raise InputNotFoundError(f"--input: {path} does not exist")
     reader = spark.read.option("recursiveFileLookup", "true")
     if fmt == "csv":
-        header = reader.option("header", "true").csv(path).columns  # the first line only: no data scan
+        header = reader.option("header", "true").csv(exact(path)).columns  # the first line only: no data scan
         _check_reserved(header)
         # Every column as text, plus the row's own text when its number of fields is not the header's (Spark
         # would otherwise fill a short row with nulls and drop a long row's extra fields, silently).
@@ -70,15 +71,15 @@ def read_records(spark: SparkSession, path: str, fmt: Format, json_as_text: bool
         )
         frame = (
             reader.option("header", "true").option("mode", "PERMISSIVE")
-            .option("columnNameOfCorruptRecord", WRONG_WIDTH).schema(schema).csv(path)
+            .option("columnNameOfCorruptRecord", WRONG_WIDTH).schema(schema).csv(exact(path))
         )  # fmt: skip
     elif fmt == "jsonl" and json_as_text:
-        frame = reader.text(path).withColumnRenamed("value", RAW_LINE)
+        frame = reader.text(exact(path)).withColumnRenamed("value", RAW_LINE)
     elif fmt == "jsonl":
         check_json_lines(spark, path)  # Spark's JSON reader fails or guesses on these; name them instead
-        frame = reader.json(path)
+        frame = reader.json(exact(path))
     else:
-        frame = reader.parquet(path)
+        frame = reader.parquet(exact(path))
     _check_reserved([name for name in frame.columns if name not in (RAW_LINE, WRONG_WIDTH)])
     if WRONG_WIDTH not in frame.columns:
         frame = frame.withColumn(WRONG_WIDTH, F.lit(None).cast("string"))
@@ -128,7 +129,7 @@ def check_json_lines(spark: SparkSession, path: str, shown: int = 3) -> None:
         InvalidInputError: lines that are not JSON objects or repeat a key (the first few named, in file order),
             or keys that differ only in case across lines (one column for Spark).
     """
-    lines = spark.read.option("recursiveFileLookup", "true").text(path).where(F.trim("value") != "")
+    lines = spark.read.option("recursiveFileLookup", "true").text(exact(path)).where(F.trim("value") != "")
     file = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/")
     bad = lines.select(
         file.alias("file"), F.monotonically_increasing_id().alias("at"), "value",
@@ -223,10 +224,10 @@ def write_records(
     if partition_by:
         writer = writer.partitionBy(partition_by)
     if fmt == "jsonl":
-        writer.text(target)
+        writer.text(written(target))
     elif fmt == "csv":  # no trimming: the record written is the record read
         writer.option("header", "true").option("ignoreLeadingWhiteSpace", "false").option(
             "ignoreTrailingWhiteSpace", "false"
-        ).csv(target)
+        ).csv(written(target))
     else:
-        writer.parquet(target)
+        writer.parquet(written(target))

@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.errors import InvalidArgumentError
+from jobs.fs.paths import exact, written
 from jobs.keyed.decide import DUPLICATE, EXPIRY, EXPIRY_TYPE, KEY, OUTCOME, STATE_EXPIRY, STATE_SEEN, UNIQUE
 from jobs.keyed.period import Kind
 from jobs.keyed.storage import Storage
@@ -117,7 +118,9 @@ class BucketStore:
         if parent is None or not parent["buckets"]:
             return None, 0
         paths = [self._bucket_path(run, bucket) for bucket, runs in sorted(parent["buckets"].items()) for run in runs]
-        stored = self.spark.read.schema(f"key string, expiry {EXPIRY_TYPE.simpleString()}").parquet(*paths)
+        stored = self.spark.read.schema(f"key string, expiry {EXPIRY_TYPE.simpleString()}").parquet(
+            *(exact(path) for path in paths)
+        )
         live = stored.groupBy(F.col("key").alias(KEY)).agg(F.max("expiry").alias(STATE_EXPIRY))
         return live.withColumn(STATE_SEEN, F.lit(True)), len(parent["buckets"])
 
@@ -145,7 +148,7 @@ class BucketStore:
             bucket = F.pmod(F.xxhash64(KEY), F.lit(count or DEFAULT_BUCKET_COUNT))
         rows = delta.select(F.col(KEY).alias("key"), F.col("expiry"), bucket.alias("bucket"))
         target = f"{self.uri}/runs/run={run_id}"
-        rows.write.mode("overwrite").partitionBy("bucket").parquet(target)
+        rows.write.mode("overwrite").partitionBy("bucket").parquet(written(target))
         return [name.removeprefix("bucket=") for name in self.fs.list_names(target) if name.startswith("bucket=")]
 
     def commit(

@@ -51,6 +51,7 @@ from jobs.contract import (
 )  # fmt: skip
 from jobs.errors import InvalidArgumentError
 from jobs.fs import store
+from jobs.fs.paths import check_readable, exact, location, qualified, table_options
 from jobs.manifest.base import (
     ID_SEEN_EARLIER,
     SECONDS_PER_DAY,
@@ -71,7 +72,6 @@ from jobs.manifest.lake_filter import (
     filter_matches,
     register_by_segment,
     register_filters,
-    spark_path_of,
     worth_a_filter,
     write_filter,
 )  # fmt: skip
@@ -161,8 +161,8 @@ class LakeManifest(LakeLocation, Manifest):
             os.makedirs(local)  # else Spark warns, twice, that the table's location is not there
         table = f"winnow_lake_{uuid.uuid4().hex}"
         spark.sql(
-            f"CREATE TABLE {table} ({_COLUMNS_SQL}) USING parquet OPTIONS (compression 'zstd') {_bucketing(buckets)} "
-            f"LOCATION '{spark_path_of(path)}'"
+            f"CREATE TABLE {table} ({_COLUMNS_SQL}) USING parquet {table_options(compression='zstd')} "
+            f"{_bucketing(buckets)} {location(path)}"
         )
         try:
             columns = [name for name, _ in LAKE_COLUMNS]
@@ -173,7 +173,7 @@ class LakeManifest(LakeLocation, Manifest):
         if not files:  # no entries (every pair of the run was delivered before)
             return Segment(name=name, runs=(), files=0, bytes=0, keys=0, max_ttl=0, file_sizes={})
         # Figures of what was written, from the files (small dictionary-encoded columns, not the entries again).
-        written = spark.read.parquet(*(spark_path_of(file.path) for file in files))
+        written = spark.read.parquet(*(exact(qualified(file.path)) for file in files))
         figures = written.agg(F.count(F.lit(1)), F.max("ttl"), F.sort_array(F.collect_set("etl_time"))).first()
         assert figures is not None
         return Segment(
@@ -286,8 +286,8 @@ class LakeManifest(LakeLocation, Manifest):
         if lookups:
             looked_up = (
                 spark.read.schema(f"{_COLUMNS_SQL}, segment STRING")
-                .option("basePath", spark_path_of(f"{self.root}/{LAKE_SEGMENTS}"))
-                .parquet(*(spark_path_of(path) for path in lookups))
+                .option("basePath", qualified(f"{self.root}/{LAKE_SEGMENTS}"))  # a name, not a glob
+                .parquet(*(exact(qualified(path)) for path in lookups))
                 .where(counts & ~_stale(filtered))
                 .select(*ENTRY_KEYS, F.col("fingerprint").alias("earlier_fp"))
             )
@@ -422,7 +422,7 @@ class LakeManifest(LakeLocation, Manifest):
         files = [f"{self._segment_path(name)}/{file}" for file in sorted(segment.file_sizes)]
         if not files:
             return Filter(FILTER_BITS, 0, file_buckets(buckets), 0, {})
-        entries = spark.read.parquet(*(spark_path_of(file) for file in files))
+        entries = spark.read.parquet(*(exact(qualified(file)) for file in files))
         return write_filter(entries, segment.keys, self._filter_path(name), buckets)
 
 
@@ -430,15 +430,15 @@ def open_lake(uri: str, buckets: int = DEFAULT_BUCKETS) -> LakeManifest:
     """The lake manifest `lake:PATH`.
 
     Raises:
-        InvalidArgumentError: PATH is empty, neither local nor S3, or has a quote in it.
+        InvalidArgumentError: PATH is empty, neither local nor S3, or Spark's reader cannot name it (`exact`).
     """
     path = uri.removeprefix("lake:").rstrip("/")
     if path.startswith("file://"):
         path = path.removeprefix("file://")
-    if not path or "'" in path or not store.supported(path):
+    if not path or not store.supported(path):
         raise InvalidArgumentError(
-            f"--manifest: given {uri!r}; allowed: lake:PATH with PATH a local folder or s3://bucket/prefix "
-            "(no quotes in it)"
+            f"--manifest: given {uri!r}; allowed: lake:PATH with PATH a local folder or s3://bucket/prefix"
         )
+    check_readable("--manifest", path)
     root = os.path.abspath(path) if store.local_path(path) is not None else path.replace("s3a://", "s3://")
     return LakeManifest(uri=uri, root=root, buckets_at_create=buckets)

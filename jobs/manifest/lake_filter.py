@@ -32,6 +32,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.fs import store
+from jobs.fs.paths import location, table_options
 
 FILTER_BITS = 40
 """Bits of the second hash kept a key: a pair matches a bucket file's filter by chance with probability about
@@ -46,7 +47,7 @@ KEYS_A_ROW = 32
 FILTER_COLUMNS = (("bucket", "INT"), ("block", "INT"), ("hashes", "ARRAY<BIGINT>"))
 _COLUMNS_SQL = ", ".join(f"{name} {kind}" for name, kind in FILTER_COLUMNS)
 # Delta encoding of the sorted hashes: Parquet's V2 pages, and no dictionary (which random values would defeat).
-_WRITE_OPTIONS = "compression 'zstd', 'parquet.writer.version' 'v2', 'parquet.enable.dictionary' 'false'"
+_WRITE_OPTIONS = {"compression": "zstd", "parquet.writer.version": "v2", "parquet.enable.dictionary": "false"}
 _BUCKET_FILE = re.compile(r".*_(\d+)(?:\..*)?$")
 """Spark's own rule for a bucketed table's file names (`part-00000-…_00003.c000.zstd.parquet`: bucket 3)."""
 ENTRY_KEYS = ("id_hi", "id_lo")
@@ -144,8 +145,8 @@ def write_filter(entries: DataFrame, keys: int, folder: str, buckets: int) -> Fi
         os.makedirs(local)
     table = f"winnow_filter_{uuid.uuid4().hex}"
     spark.sql(
-        f"CREATE TABLE {table} ({_COLUMNS_SQL}) USING parquet OPTIONS ({_WRITE_OPTIONS}) {_bucketing(files_wanted)} "
-        f"LOCATION '{spark_path_of(folder)}'"
+        f"CREATE TABLE {table} ({_COLUMNS_SQL}) USING parquet {table_options(**_WRITE_OPTIONS)} "
+        f"{_bucketing(files_wanted)} {location(folder)}"
     )
     try:
         # Partitioned by the bucket, as the files are: each row's hashes are gathered in the task that writes it.
@@ -159,22 +160,15 @@ def write_filter(entries: DataFrame, keys: int, folder: str, buckets: int) -> Fi
     return Filter(FILTER_BITS, block_bits, files_wanted, keys, sizes)
 
 
-def spark_path_of(path: str) -> str:
-    """A local or S3 path as Spark reads it."""
-    return path if store.s3_location(path) is not None else "file://" + path
-
-
 def register_by_segment(
     spark: SparkSession, table: str, columns_sql: str, bucketing: str, root: str, segments: Iterable[str]
 ) -> None:
     """Register the folders `root/segment=NAME` of `segments` as one bucketed table with a `segment` column."""
     spark.sql(
-        f"CREATE TABLE {table} ({columns_sql}, segment STRING) USING parquet PARTITIONED BY (segment) {bucketing} "
-        f"LOCATION '{spark_path_of(root)}'"
+        f"CREATE TABLE {table} ({columns_sql}, segment STRING) USING parquet {table_options()} PARTITIONED BY "
+        f"(segment) {bucketing} {location(root)}"
     )
-    partitions = " ".join(
-        f"PARTITION (segment='{name}') LOCATION '{spark_path_of(f'{root}/segment={name}')}'" for name in segments
-    )
+    partitions = " ".join(f"PARTITION (segment='{name}') {location(f'{root}/segment={name}')}" for name in segments)
     spark.sql(f"ALTER TABLE {table} ADD {partitions}")
 
 

@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
 from jobs.enriched.parse import UUID_PATTERN
+from jobs.fs.paths import exact
 from jobs.manifest.base import ManifestError
 from jobs.manifest.lake import LakeManifest, id_halves
 from jobs.manifest.lake_state import RunEntries, State
@@ -45,7 +46,7 @@ def import_dynamodb_export(manifest: LakeManifest, spark: SparkSession, export: 
         f"{DYNAMODB_ETL_TIME}: struct<N: string>, {DYNAMODB_TTL}: struct<N: string>, folder: struct<S: string>, "
         "holder: struct<S: string>>"
     )
-    items = spark.read.schema(schema).json(export)
+    items = spark.read.schema(schema).json(exact(export))
     _require_nothing_in_flight(items, export)
     event_key = F.lower(F.col(f"Item.{DYNAMODB_PARTITION_KEY}.S"))
     fingerprint = F.col(f"Item.{DYNAMODB_SORT_KEY}.S")

@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from jobs.config import JobConfig, load_config
 from jobs.contract import Progress
 from jobs.errors import WinnowError
+from jobs.fs.paths import check_readable
 from jobs.fs.runs import new_run_id, run_timestamp
 from jobs.incremental.ledger import NothingToDo
 from jobs.runtime.invocation import Invocation
@@ -100,6 +101,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m jobs") -> int
     args.invocation = Invocation.of(parser, args, prog)  # a job's printed redo: `args.invocation.again(run_id)`
     debug = getattr(args, "debug", False)
     try:
+        _check_spark_paths(args)
         return int(args.handler(args))
     except Exception as err:
         if debug:
@@ -113,6 +115,22 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m jobs") -> int
         print(f"error: {message}{' (run with --debug for the traceback)' if unexpected and not debug else ''}",
               file=sys.stderr)  # fmt: skip
         return code
+
+
+SPARK_PATH_OPTIONS = ("input", "output", "state", "table", "shredded", "deduplicated")
+"""The options whose paths Spark reads (an output too: the jobs read back what they wrote)."""
+
+
+def _check_spark_paths(args: argparse.Namespace) -> None:
+    """Refuse a path Spark cannot read exactly before anything runs (`paths.exact`); a lake manifest is checked
+    again where it is opened (its URI may come from the config)."""
+    for name in SPARK_PATH_OPTIONS:
+        value = getattr(args, name, None)
+        for path in value if isinstance(value, list) else [value] if isinstance(value, str) else []:
+            check_readable(f"--{name}", path)
+    manifest = getattr(args, "manifest", None)
+    if isinstance(manifest, str) and manifest.startswith("lake:"):
+        check_readable("--manifest", manifest.removeprefix("lake:"))
 
 
 def console_main() -> int:

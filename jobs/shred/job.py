@@ -31,7 +31,7 @@ from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.input import Input, count_lines, open_input, read_whole, require_input
-from jobs.fs.paths import absolute, check_apart
+from jobs.fs.paths import absolute, check_apart, exact
 from jobs.fs.run_folder import RunFolder, summary_job
 from jobs.fs.runs import run_timestamp
 from jobs.fs.shreds import consumed_attempt, shred_completed
@@ -344,7 +344,9 @@ def _write_rdb_lines(target: ShredTarget, decided: DataFrame, plan: ShredPlan) -
 def _lines_per_type(spark: SparkSession, root: str, columns: tuple[str, ...]) -> dict[str, int]:
     """Lines per file under `root`, summed per the `/`-joined values of the path's `columns` (`name=value`)."""
     files = (
-        spark.read.option("recursiveFileLookup", "true").text(root).select(F.col("_metadata.file_path").alias("path"))
+        spark.read.option("recursiveFileLookup", "true")
+        .text(exact(root))
+        .select(F.col("_metadata.file_path").alias("path"))
     )
     types: dict[str, int] = {}
     for row in files.groupBy("path").count().collect():

@@ -22,6 +22,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.enriched.fields import BOOLEAN_FIELDS, DOUBLE_FIELDS, FIELD_INDEX, FIELD_NAMES, INSTANT_FIELDS, INT_FIELDS
+from jobs.fs.paths import written
 from jobs.fs.run_folder import RunFolder
 from jobs.iglu.names import column_name
 from jobs.shred.entities import ATOMIC_FIELDS
@@ -299,5 +300,5 @@ def write(
         return folder.write_text(name, widerow_json(good, families), compression)
     target = f"{folder.path}/{name}"
     codec = "gzip" if compression == "gzip" else "snappy"
-    widerow_table(good, families, typed).write.mode("overwrite").option("compression", codec).parquet(target)
+    widerow_table(good, families, typed).write.mode("overwrite").option("compression", codec).parquet(written(target))
     return target

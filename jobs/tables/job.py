@@ -19,7 +19,7 @@ from pyspark.sql.types import DecimalType, StructType
 
 from jobs.contract import SUCCESS_MARKER, Progress
 from jobs.errors import InvalidArgumentError, WinnowError
-from jobs.fs.paths import absolute, check_apart
+from jobs.fs.paths import absolute, check_apart, exact, written
 from jobs.keyed.records import (
     POS_BLOCK,
     POS_FILE,
@@ -166,7 +166,7 @@ def insert(
         progress(f"writing part {part}")
         columns = [F.col(f"`{f.name}`") for f in schema.fields]
         typed.select(*columns, *HIDDEN).sortWithinPartitions(POS).write.mode("errorifexists").parquet(
-            log.part_path(part)
+            written(log.part_path(part))
         )
         parts.append({"id": part, "rows": stats["rows"], "commit": number})
     recent = [*head["recent_inserts"], f"token:{token}" if token is not None else data_id][-window:] if window else []
@@ -203,7 +203,7 @@ def _stored_rows(spark: SparkSession, log: TableLog, head: dict[str, Any]) -> Da
     if not head["parts"]:
         return None
     paths = [log.part_path(part["id"]) for part in head["parts"]]
-    return spark.read.parquet(*paths)
+    return spark.read.parquet(*(exact(path) for path in paths))
 
 
 def select(spark: SparkSession, table: str, output: str, final: bool, fmt_text: str = "parquet") -> dict[str, Any]:
@@ -229,11 +229,11 @@ def select(spark: SparkSession, table: str, output: str, final: bool, fmt_text: 
         if fmt == "csv":  # no trimming: the rows written are the rows stored
             writer.option("header", "true").option("ignoreLeadingWhiteSpace", "false").option(
                 "ignoreTrailingWhiteSpace", "false"
-            ).csv(target)
+            ).csv(written(target))
         elif fmt == "jsonl":
-            writer.json(target)
+            writer.json(written(target))
         else:
-            writer.parquet(target)
+            writer.parquet(written(target))
     storage.write_bytes(f"{target}/{SUCCESS_MARKER}", b"")
     return {"operation": "select", "table": log.path, "commit": head["commit"], "final": final, "output": target,
             "format": fmt}  # fmt: skip
@@ -279,8 +279,8 @@ def optimize(
     part = TableLog.new_part(number)
     progress(f"merging {len(head['parts'])} part(s) into {part}")
     merged = merged_rows(rows, settings, cleanup).sortWithinPartitions(POS)
-    merged.write.mode("errorifexists").parquet(log.part_path(part))
-    count = spark.read.parquet(log.part_path(part)).count()
+    merged.write.mode("errorifexists").parquet(written(log.part_path(part)))
+    count = spark.read.parquet(exact(log.part_path(part))).count()
     parts = [{"id": part, "rows": count, "commit": number}] if count else []
     log.write({**head, "commit": number, "operation": "optimize-cleanup" if cleanup else "optimize", "parts": parts,
                "committed_at": _now()}, part)  # fmt: skip

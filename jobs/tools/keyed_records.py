@@ -36,15 +36,16 @@ def main() -> None:
     parser.add_argument("--format", default="csv", choices=("csv", "parquet"))
     args = parser.parse_args()
     from jobs.config import SparkConfig
+    from jobs.fs.paths import written
     from jobs.runtime.session import spark_session
 
     spark = spark_session(SparkConfig(), app_name="winnow-keyed-generate")
     frame = generated_rows(spark, args.rows, args.seed, args.files)
     writer = frame.write.mode("overwrite")
     if args.format == "csv":
-        writer.option("header", "true").csv(args.output)
+        writer.option("header", "true").csv(written(args.output))
     else:
-        writer.parquet(args.output)
+        writer.parquet(written(args.output))
     print(f"wrote {args.rows:,} rows to {args.output}")
 
 

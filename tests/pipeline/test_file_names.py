@@ -166,3 +166,152 @@ def test_every_visible_file_is_read_exactly_once_whatever_its_name(
 ) -> None:
     with tempfile.TemporaryDirectory() as base:
         check_accounting(Path(base), names, incremental, capsys)
+
+
+# Every path argument is a name (issue 44): keyed and table inputs, output, manifest, state and table folders.
+
+KEYED_RUN, KEYED_NEXT = "2026-11-01-00-00-00", "2026-11-02-00-00-00"
+
+
+def csv_rows(folder: Path) -> list[str]:
+    """The data rows of every csv part file under `folder` (each file's header line left out), sorted."""
+    return sorted(line for path in folder.glob("part-*") for line in path.read_text(encoding="utf-8").splitlines()[1:])
+
+
+def test_keyed_and_table_read_the_folder_named_not_the_folders_its_name_matches(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    named = write(tmp_path, "orders[1]/a.csv", ["id,v", "o1,1", "o2,2", "o1,3"]).parent
+    write(tmp_path, "orders1/a.csv", ["id,v", "x1,9"])  # what `orders[1]` matches as a pattern
+    output, state = tmp_path / "keyed [k]", tmp_path / "state {s}"
+    keyed = ["keyed", "--input", str(named), "--format", "csv", "--key", "id", "--output", str(output),
+             "--state", str(state)]  # fmt: skip
+    assert main([*keyed, "--run-id", KEYED_RUN]) == 0
+    assert csv_rows(output / f"run={KEYED_RUN}" / "unique") == ["o1,1", "o2,2"]
+    assert csv_rows(output / f"run={KEYED_RUN}" / "duplicate") == ["o1,3"]
+    assert main([*keyed, "--run-id", KEYED_NEXT]) == 0  # the state under `state {s}` is read: every key seen
+    assert csv_rows(output / f"run={KEYED_NEXT}" / "unique") == []
+    assert csv_rows(output / f"run={KEYED_NEXT}" / "duplicate") == ["o1,1", "o1,3", "o2,2"]
+
+    table, selected = str(tmp_path / "table [t]"), tmp_path / "select {x}"
+    assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+    assert main(["table", "insert", "--table", table, "--input", str(named), "--format", "csv"]) == 0
+    assert main(["table", "select", "--table", table, "--output", str(selected), "--final", "--format", "csv"]) == 0
+    assert csv_rows(selected) == ["o1,3", "o2,2"]  # the last inserted row of a key wins
+
+
+def test_a_run_under_pattern_named_output_and_manifest_folders_completes(spark: SparkSession, tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    earlier, later = events(1, 3), events(2, 2)
+    write(first, "a.tsv", earlier)
+    write(second, "b.tsv", earlier[:2] + later)  # two of the first batch's events again
+    output, manifest = tmp_path / "out [2] {a}", f"lake:{tmp_path / 'manifests [eu]' / 'lake'}"
+    config = tmp_path / "config.json"
+    config.write_text('{"manifest": {"buckets": 4}}')  # a lake of 4 bucket files a segment, not 64: quicker
+
+    def run(source: Path, run_id: str, *extra: str) -> int:
+        return main(["run", "--input", str(source), "--output", str(output), "--run-id", run_id, "--manifest", manifest,
+                     "--config", str(config), *extra])  # fmt: skip
+
+    assert run(first, INCREMENTAL_RUN, "--create") == 0
+    assert run(second, NEXT_RUN) == 0
+    deduplicated = output / "deduplicated"
+    assert read_lines(deduplicated / f"run={INCREMENTAL_RUN}" / "good") == sorted(earlier)
+    assert read_lines(deduplicated / f"run={NEXT_RUN}" / "good") == sorted(later)
+    summary = json.loads((deduplicated / f"run={NEXT_RUN}" / "summary.json").read_text())
+    assert summary["by_reason"]["duplicates"] == {"cross_batch_natural": 2}
+    atomic = "output=good/vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
+    shredded = output / "shredded"
+    lines = [line for run_id in (INCREMENTAL_RUN, NEXT_RUN) for line in read_lines(shredded / f"run={run_id}" / atomic)]
+    assert sorted(line.split("\t")[6] for line in lines) == sorted(line.split("\t")[6] for line in earlier + later)
+    assert all((folder / f"run={run_id}" / "_SUCCESS").exists()
+               for folder in (deduplicated, shredded) for run_id in (INCREMENTAL_RUN, NEXT_RUN))  # fmt: skip
+
+
+@pytest.mark.parametrize("option", ["--output", "--manifest"])
+def test_a_path_spark_cannot_name_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    """A name holding `:` on a path holding a glob character: Hadoop's globber reads the name as a URI scheme."""
+    folder = tmp_path / "at 10:00 [eu]"
+    write(tmp_path, "in/a.tsv", events(1, 1))
+    given = {"--output": str(folder / "out"), "--manifest": f"lake:{folder / 'lake'}"}
+    argv = ["run", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--run-id", RUN_ID]
+    assert main([*argv, option, given[option]]) == 2
+    path = given[option].removeprefix("lake:")
+    assert last_error_line(capsys.readouterr().err) == (
+        f"error: {option}: given {path}: a name holding ':' on a path that also holds one of \\*?[]{{}} cannot be "
+        "read by Spark (Hadoop reads the name as a URI scheme); allowed: ':' or those characters, not both. Rename "
+        "or move the folder; nothing was written"
+    )
+    assert not folder.exists() and not (tmp_path / "out").exists()
+
+
+# Generated folder names for every other path argument: output, manifest (lake and SQLite), state and table.
+
+FOLDER_PART = st.sampled_from([" ", "[", "]", "{", "}", "*", "?", ",", ":", "#", "%", "%20", "%41", "=", "a", "1",
+                               "\u00fc", "u\u0308", "'", "\\"])  # fmt: skip
+FOLDER = st.tuples(st.sampled_from(["", "", ".", "_"]), st.lists(FOLDER_PART, min_size=1, max_size=5)).map(
+    lambda parts: parts[0] + "".join(parts[1])
+)
+USES = st.sampled_from(["run and SQLite manifest", "lake manifest", "keyed state", "table"])
+
+
+def unreadable(name: str) -> bool:
+    return ":" in name and any(character in name for character in "\\*?[]{}")
+
+
+def use_paths(base: Path, folder: Path, use: str, source: Path, lines: list[str]) -> None:
+    """Run the command of `use` with its paths under `folder`; check every line or record lands once."""
+    if use == "run and SQLite manifest":
+        argv = ["run", "--input", str(source), "--output", str(folder / "out"), "--run-id", RUN_ID,
+                "--manifest", f"sqlite:{folder / 'manifest.db'}", "--create"]  # fmt: skip
+        assert main(argv) == 0
+        assert read_lines(folder / "out" / "deduplicated" / f"run={RUN_ID}" / "good") == sorted(lines)
+        shredded = folder / "out" / "shredded" / f"run={RUN_ID}" / "output=good"
+        assert sorted(line.split("\t")[6] for line in read_lines(shredded)) == sorted(x.split("\t")[6] for x in lines)
+    elif use == "lake manifest":
+        config = base / "config.json"
+        config.write_text('{"manifest": {"buckets": 4}}')
+        assert dedup(source, folder / "out", "--manifest", f"lake:{folder / 'lake'}", "--create", "--config",
+                     str(config)) == 0  # fmt: skip
+        assert read_lines(folder / "out" / f"run={RUN_ID}" / "good") == sorted(lines)
+    elif use == "keyed state":
+        records = write(base, "records/a.csv", ["id", "k1", "k2", "k1"]).parent
+        keyed = ["keyed", "--input", str(records), "--format", "csv", "--key", "id", "--output", str(folder / "out"),
+                 "--state", str(folder / "state")]  # fmt: skip
+        assert main([*keyed, "--run-id", KEYED_RUN]) == 0 and main([*keyed, "--run-id", KEYED_NEXT]) == 0
+        assert csv_rows(folder / "out" / f"run={KEYED_RUN}" / "unique") == ["k1", "k2"]
+        assert csv_rows(folder / "out" / f"run={KEYED_NEXT}" / "duplicate") == ["k1", "k1", "k2"]  # the state read
+    else:
+        records, table = write(base, "records/a.csv", ["id,v", "k1,1", "k2,2", "k1,3"]).parent, str(folder / "table")
+        assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+        assert main(["table", "insert", "--table", table, "--input", str(records), "--format", "csv"]) == 0
+        argv = ["table", "select", "--table", table, "--output", str(folder / "select"), "--final", "--format", "csv"]
+        assert main(argv) == 0
+        assert csv_rows(folder / "select") == ["k1,3", "k2,2"]
+
+
+@settings(max_examples=2, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(name=FOLDER, use=USES)
+@example(name="_a [2]{b}*?, #%20%41=\u00fc", use="keyed state")
+@example(name=".u\u0308 10:00,#%20'=", use="table")  # ':' without a glob character is read as named
+@example(name="out [2] {a}'\\", use="run and SQLite manifest")
+@example(name="at 10:00 [eu]", use="lake manifest")  # refused before Spark starts
+def test_every_path_argument_takes_any_folder_name(
+    spark: SparkSession, capsys: pytest.CaptureFixture[str], name: str, use: str
+) -> None:
+    with tempfile.TemporaryDirectory() as directory:
+        base = Path(directory)
+        lines = events(1, 2)
+        source, folder = write(base, "in/a.tsv", lines).parent, base / name
+        hypothesis.event(f"{use}: {'refused' if unreadable(name) else 'read'}")
+        if not unreadable(name):
+            use_paths(base, folder, use, source, lines)
+            return
+        capsys.readouterr()
+        argv = ["dedup", "--input", str(source), "--output", str(base / "out"), "--manifest", f"lake:{folder}"]
+        assert main(argv) == 2
+        assert "cannot be read by Spark" in last_error_line(capsys.readouterr().err)
+        assert not folder.exists() and not (base / "out").exists()
