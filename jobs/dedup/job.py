@@ -264,7 +264,8 @@ def _deduplicate(
     try:
         if manifest is not None:
             progress(f"checking the manifest {manifest.uri}")
-            before_manifest_write()
+            if manifest.records_when_checked:  # registered before the first pair is written
+                before_manifest_write()
             check = manifest.check_pairs(
                 delivered_pairs(events),
                 ManifestRun.of(
@@ -289,6 +290,8 @@ def _deduplicate(
         counts = outcome_counts(decisions, observation.get["lines"])
         if check is not None and manifest is not None:
             progress(f"recording this run's events in {manifest.uri}")
+            if not manifest.records_when_checked:
+                before_manifest_write()
             check.record()
     finally:
         if check is not None:

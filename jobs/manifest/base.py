@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from pyspark.sql import DataFrame
 
@@ -191,6 +191,9 @@ class Manifest(ABC):
     """A manifest location, checked on the driver; `spec` is what executors get to open their client."""
 
     uri: str
+    records_when_checked: ClassVar[bool] = True
+    """The run's pairs are recorded while `check_pairs` answers (SQLite, DynamoDB); False: only by the check's
+    `record()` (the lake's commit), so a run that fails before it has recorded nothing."""
 
     @abstractmethod
     def check(self) -> None:

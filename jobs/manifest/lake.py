@@ -38,6 +38,7 @@ import os
 import uuid
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import ClassVar
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -135,6 +136,7 @@ class LakeManifest(LakeLocation, Manifest):
     uri: str
     root: str
     buckets_at_create: int = DEFAULT_BUCKETS
+    records_when_checked: ClassVar[bool] = False  # at the commit, `record()`
 
     # -- checking the location ---------------------------------------------------------------------------------
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
 from jobs.runtime.cli import main
@@ -138,3 +141,24 @@ def written(run: Path) -> dict[str, list[str]]:
     """Lines per data folder under the run folder."""
     folders = sorted({path.parent for path in run.rglob("part-*")})
     return {folder.relative_to(run).as_posix(): read_lines(folder) for folder in folders}
+
+
+def numbered_id(number: int) -> str:
+    """An event id that says its number (`00000007-0000-4000-8000-000000000000`)."""
+    return f"{number:08x}-0000-4000-8000-000000000000"
+
+
+def numbered_events(numbers: Iterable[int]) -> list[str]:
+    """An enriched line with `DEFAULTS` for each number, its id `numbered_id(number)`."""
+    return [event(numbered_id(number)) for number in numbers]
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    """`lines` as a file at `path` (its folders made), each ended by a newline."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    """The last line a command wrote to standard error (its one-line error)."""
+    return capsys.readouterr().err.strip().splitlines()[-1]

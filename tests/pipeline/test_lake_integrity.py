@@ -74,6 +74,7 @@ def test_a_damaged_lake_manifest_stops_the_run_before_it_writes(
         last = refused(second, out, NEXT_DAY, root, settings, capsys)
         assert not (out / f"run={NEXT_DAY}").exists()  # nothing of the run was written, nothing committed
         assert len(commits(root)) == 1
+        assert not list(root.glob("_runs/*.json"))  # it recorded nothing, so it is not registered as having done so
         return last
 
     shutil.move(folder, tmp_path / "aside")

@@ -17,14 +17,11 @@ from pyspark.sql import SparkSession
 
 from jobs.fs.run_folder import RunFolder
 from jobs.runtime.cli import main
-from tests.pipeline.helpers import event, read_lines
+from tests.pipeline.helpers import error_line, event, read_lines
+from tests.pipeline.helpers import numbered_id as uuid
 from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
 
 RUN_A, RUN_B = "2026-11-24-01-00-00", "2026-11-24-02-00-00"
-
-
-def uuid(number: int) -> str:
-    return f"{number:08x}-0000-4000-8000-000000000000"
 
 
 def events(*numbers: int) -> list[str]:
@@ -56,10 +53,6 @@ def killed_at_seal(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
 def good(output: Path, run_id: str) -> list[str]:
     assert (output / f"run={run_id}" / "_SUCCESS").exists()
     return read_lines(output / f"run={run_id}" / "good")
-
-
-def error_line(capsys: pytest.CaptureFixture[str]) -> str:
-    return capsys.readouterr().err.strip().splitlines()[-1]
 
 
 @pytest.fixture(params=["sqlite", "dynamodb", "lake"])

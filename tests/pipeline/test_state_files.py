@@ -21,26 +21,11 @@ from jobs.manifest import open_manifest
 from jobs.manifest.unfinished import RegisteredRun, run_register
 from jobs.runtime.cli import main
 from jobs.runtime.failures import explain
-from tests.pipeline.helpers import event, read_lines
+from tests.pipeline.helpers import error_line, read_lines
+from tests.pipeline.helpers import numbered_events as events
+from tests.pipeline.helpers import write_lines as write
 
 RUN_A, RUN_B = "2026-11-24-01-00-00", "2026-11-24-02-00-00"
-
-
-def uuid(number: int) -> str:
-    return f"{number:08x}-0000-4000-8000-000000000000"
-
-
-def events(numbers: range) -> list[str]:
-    return [event(uuid(number)) for number in numbers]
-
-
-def write(path: Path, lines: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-
-
-def error_line(capsys: pytest.CaptureFixture[str]) -> str:
-    return capsys.readouterr().err.strip().splitlines()[-1]
 
 
 class Killed(BaseException):

@@ -28,7 +28,10 @@ from jobs.manifest.base import run_key
 from jobs.manifest.sqlite import SqliteManifest
 from jobs.manifest.unfinished import RegisteredRun, UnfinishedRunError, run_register
 from jobs.runtime.cli import main
-from tests.pipeline.helpers import event, read_lines
+from tests.pipeline.helpers import error_line, event, read_lines
+from tests.pipeline.helpers import numbered_events as events
+from tests.pipeline.helpers import numbered_id as uuid
+from tests.pipeline.helpers import write_lines as write
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_0, RUN_A, RUN_B, RUN_C = "2026-11-24-00-00-00", "2026-11-24-01-00-00", "2026-11-24-02-00-00", "2026-11-24-03-00-00"
@@ -48,28 +51,11 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def uuid(number: int) -> str:
-    return f"{number:08x}-0000-4000-8000-000000000000"
-
-
-def events(numbers: range) -> list[str]:
-    return [event(uuid(number)) for number in numbers]
-
-
-def write(path: Path, lines: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-
-
 def killed(argv: list[str], at_seal: int) -> None:
     """Run the command in a process that dies at its `at_seal`th run-folder seal."""
     result = subprocess.run([sys.executable, "-c", DIES_AT_SEAL, *argv], cwd=ROOT, capture_output=True, text=True,
                             env={**os.environ, "DIE_AT_SEAL": str(at_seal)}, timeout=600)  # fmt: skip
     assert result.returncode == 137, result.stderr
-
-
-def error_line(capsys: pytest.CaptureFixture[str]) -> str:
-    return capsys.readouterr().err.strip().splitlines()[-1]
 
 
 def stale_lease(line: str) -> Path:

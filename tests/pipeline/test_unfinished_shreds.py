@@ -19,15 +19,12 @@ from pyspark.sql import SparkSession
 from jobs.runtime.cli import main
 from jobs.shred import job as shred_job
 from tests.pipeline.helpers import event, read_lines
+from tests.pipeline.helpers import numbered_id as uuid
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_A, RUN_B, RUN_C = "2026-11-24-01-00-00", "2026-11-24-02-00-00", "2026-11-24-03-00-00"
 ATOMIC = "output=good/vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
 COMPLETE = "Complete it first, then run again: "
-
-
-def uuid(number: int) -> str:
-    return f"{number:08x}-0000-4000-8000-000000000000"
 
 
 def failing(*_: object) -> None:
