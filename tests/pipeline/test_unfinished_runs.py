@@ -159,18 +159,18 @@ def completed_ids(folders: list[Path], subfolder: str) -> list[str]:
 
 
 @pytest.mark.slow  # a Spark process that dies, then its printed redo pasted into a shell
-@pytest.mark.parametrize("job", ["dedup", "run"])
 def test_the_printed_redo_pasted_into_a_shell_leaves_every_event_once(
-    spark: SparkSession, tmp_path: Path, job: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The redo a later run prints is the killed run's whole command line: pasted as printed, from another folder,
     it keeps the manifest (without it the redo would deliver the first run's events again), --synthetic and --config;
-    paths with spaces, quotes and brackets stay one word each."""
+    paths with spaces, quotes and brackets stay one word each. `run` (dedup's redo is built the same way, and a `run`
+    redo also completes the shred)."""
     work, elsewhere = tmp_path / "team's batches", tmp_path / "another folder"
     elsewhere.mkdir()
     work.mkdir()
     monkeypatch.chdir(work)  # every path the runs are given is relative to it
-    output = Path("out [x]" if job == "dedup" else "out put")  # shred fails under a `[`: issue 44, symptom 10
+    output = Path("out [x]")
     (work / "con fig.json").write_text('{"manifest": {"ttl_days": 30}}')
     write(work / "in put" / "0" / "a.tsv", events(range(0, 5)))
     synthetic = [event(uuid(9), event_fingerprint="fp-1"), event(uuid(9), event_fingerprint="fp-2")]
@@ -178,7 +178,7 @@ def test_the_printed_redo_pasted_into_a_shell_leaves_every_event_once(
     write(work / "in put" / "b" / "a.tsv", events(range(7, 12)))
 
     def argv(run_id: str, batch: str) -> list[str]:
-        return [job, "--input", f"in put/{batch}", "--output", str(output), "--run-id", run_id,
+        return ["run", "--input", f"in put/{batch}", "--output", str(output), "--run-id", run_id,
                 "--manifest", "sqlite:the manifest.db", "--config", "con fig.json", "--synthetic", "quarantine"]  # fmt: skip
 
     assert main([*argv(RUN_0, "0"), "--create"]) == 0
@@ -191,11 +191,11 @@ def test_the_printed_redo_pasted_into_a_shell_leaves_every_event_once(
     assert main(argv(RUN_B, "b")) == 1
     printed = error_line(capsys).split("Else redo it first: ", 1)[1]
     assert printed == (
-        f"python -m jobs {job} --input {shlex.quote(str(work / 'in put' / 'a'))} --output "
+        f"python -m jobs run --input {shlex.quote(str(work / 'in put' / 'a'))} --output "
         f"{shlex.quote(str(work / output))} --config {shlex.quote(str(work / 'con fig.json'))} --synthetic quarantine "
         f"--manifest {shlex.quote(f'sqlite:{work}/the manifest.db')} --run-id {RUN_A}"
     )
-    dedup_output = work / output / ("deduplicated" if job == "run" else "")
+    dedup_output = work / output / "deduplicated"
     (dedup_output / "_leases" / f"run={RUN_A}.json").unlink()  # the killed run's folder lease (its line: above)
 
     shell = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -210,12 +210,9 @@ def test_the_printed_redo_pasted_into_a_shell_leaves_every_event_once(
     once = sorted(uuid(number) for number in range(0, 12) if number != 9)
     assert completed_ids(runs, "good") == once  # nothing missing, nothing delivered twice
     assert completed_ids(runs, "quarantine") == [uuid(9)] * 2  # --synthetic quarantine kept by the redo
-    if job == "run":
-        atomic = (
-            "output=good/vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
-        )
-        shredded = [work / output / "shredded" / f"run={run_id}" for run_id in (RUN_0, RUN_A, RUN_B)]
-        assert completed_ids(shredded, atomic) == once
+    atomic = "output=good/vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
+    shredded = [work / output / "shredded" / f"run={run_id}" for run_id in (RUN_0, RUN_A, RUN_B)]
+    assert completed_ids(shredded, atomic) == once  # and in the warehouse's input, once
 
 
 def test_a_run_killed_after_sealing_is_taken_as_complete(tmp_path: Path) -> None:
