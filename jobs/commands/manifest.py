@@ -27,7 +27,13 @@ def register(subparsers: Any) -> None:
         "manifest's writer lease is held.",
     )
     abandon.add_argument("--manifest", required=True, metavar="URI", help="sqlite:PATH, dynamodb://TABLE or lake:PATH")
-    abandon.add_argument("--output", required=True, metavar="OUT", help="the run's --output (its folder is OUT/run=ID)")
+    abandon.add_argument(
+        "--output",
+        required=True,
+        metavar="OUT",
+        help="the output holding the run's folder OUT/run=ID (a dedup's --output; for a `run`, its "
+        "OUT/deduplicated): as the line that stopped a later run prints it",
+    )
     abandon.add_argument("--run-id", required=True, metavar="ID", help="the run's id, YYYY-MM-DD-HH-MM-SS")
     abandon.add_argument(
         "--config", metavar="FILE", help="job config JSON (its manifest and spark settings apply); default: built-in"

@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 from jobs.config import JobConfig
+from jobs.fs.shreds import is_sealed_dedup_output
 from jobs.runtime import preflight
 from jobs.runtime.cli import add_run_options, run_spark_job
 
@@ -72,5 +73,5 @@ def handle(args: argparse.Namespace) -> int:
         ),
         job.render,
         lambda config: with_iglu_config(args, config),
-        lambda config: preflight.check_paths(args.input, args.output),
+        lambda config: preflight.check_paths(args.input, args.output, empty_allowed=is_sealed_dedup_output(args.input)),
     )

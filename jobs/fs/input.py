@@ -132,11 +132,13 @@ def open_input(
     path: str,
     listing: store.Listing | None = None,
     skipped: Sequence[UnreadableFile] = (),
+    empty_allowed: bool = False,
 ) -> Input:
     """List the input files once: `store.list_input(path)`, or `listing` (an incremental run's ledger entry), each
     read by its exact name (`skipped`: those an earlier attempt of the run skipped as unreadable, not read again).
 
     Nothing is read yet: `read_whole` runs the job's first pass and stops the run on files that do not read whole.
+    `empty_allowed`: a folder of no file is an input of no line (a completed dedup run's `good/` may hold none).
 
     Raises:
         InputNotFoundError: the path does not exist or holds no input files.
@@ -147,6 +149,8 @@ def open_input(
         require_input(spark, path)
         listing = store.list_input(path)
     files = tuple(sorted(qualified(name) for name in listing.paths))
+    if not files and empty_allowed:
+        return Input(path, (), tuple(skipped), frame=spark.createDataFrame([], "value string"))
     if not files:
         raise InputNotFoundError(
             f"--input: {path} holds no input files (names starting with _ or . are skipped){listing.note()}; "

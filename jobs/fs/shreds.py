@@ -202,3 +202,14 @@ def require_earlier_shred_complete(deduplicated: str, shredded: str, run_id: str
         f"{latest.shred_folder}/{SUCCESS_MARKER}"
     ):
         raise unfinished_shred(latest)
+
+
+def is_sealed_dedup_output(path: str) -> bool:
+    """`path` is a completed dedup run folder, or its `good/` (local or `s3://`, no Spark): a batch whose lines may
+    all have been removed (each a copy of an earlier run's event, or bad), which shred turns into an empty, sealed
+    run rather than refusing (a refusal would leave that run's shred unfinished for good)."""
+    folder = path.rstrip("/").removesuffix("/good")
+    if not store.exists(f"{folder}/{SUCCESS_MARKER}"):
+        return False
+    summary = store.read_json(f"{folder}/{SUMMARY}", "restore it from a copy, or redo that dedup run")
+    return isinstance(summary, dict) and summary.get("job") == "dedup"

@@ -21,7 +21,7 @@ from jobs.fs.runs import run_folder, run_timestamp
 from jobs.manifest.base import Manifest, ManifestRun, run_key
 from jobs.manifest.lake import LakeManifest
 from jobs.manifest.requests import RequestManifest
-from jobs.manifest.unfinished import run_register
+from jobs.manifest.unfinished import RegisteredRun, run_register
 from jobs.manifest.writer_lease import writer_lease
 
 
@@ -43,6 +43,8 @@ def abandon(spark: SparkSession, manifest: Manifest, output: str, run_id: str, p
     with writer_lease(spark, manifest, "manifest abandon", run_id):
         register = run_register(manifest)
         entry = register.entry(key)
+        if entry is None:
+            raise InvalidArgumentError(_not_registered(run_id, output, folder, manifest.uri, register.unfinished()))
         progress(f"removing the pairs of run {run_id} ({folder}) from {manifest.uri}")
         if isinstance(manifest, LakeManifest):
             removed = manifest.abandon(ManifestRun(run_id, etl_time, 0, "manifest abandon", key))
@@ -50,9 +52,24 @@ def abandon(spark: SparkSession, manifest: Manifest, output: str, run_id: str, p
             removed = manifest.remove_pairs(key, manifest.own_pairs(key, etl_time), etl_time)
         else:
             raise TypeError(f"no abandon for {type(manifest).__name__}")
-        if entry is not None:
-            register.complete(entry)
+        register.complete(entry)
     return {
         "job": "manifest abandon", "run_id": run_id, "folder": folder, "manifest": manifest.uri,
-        "removed": removed, "register_entry": entry is not None,
+        "removed": removed, "register_entry": True,
     }  # fmt: skip
+
+
+def _not_registered(run_id: str, output: str, folder: str, uri: str, unfinished: list[RegisteredRun]) -> str:
+    """The refusal of a run the register does not hold: nothing to abandon there, and where the run id is."""
+    same_id = [run.folder for run in unfinished if run.run_id == run_id]
+    where = (
+        f"run {run_id} is registered for {', '.join(same_id)}: give --output the folder that holds that run=ID "
+        "(for a `run`, its OUT/deduplicated)"
+        if same_id
+        else "allowed: a run that recorded its events and did not complete, as the line that stopped a later run "
+        "names it"
+    )
+    return (
+        f"--output: no unfinished run {run_id} of {output} ({folder}) is registered in {uri}; nothing was changed. "
+        f"{where}"
+    )

@@ -54,15 +54,18 @@ def check_manifest(config: JobConfig, create: bool) -> None:
             manifest.check()
 
 
-def check_paths(input_path: str, output_path: str | None = None, incremental: bool = False) -> None:
+def check_paths(
+    input_path: str, output_path: str | None = None, incremental: bool = False, empty_allowed: bool = False
+) -> None:
     """The input is there to read, and the output (when the command writes one) is apart from it.
 
-    An `incremental` run's input may hold no file yet: that run ends with "nothing to do", not an error.
+    An `incremental` run's input may hold no file yet: that run ends with "nothing to do", not an error; with
+    `empty_allowed` (a completed dedup run's `good/`, for shred) no file is an input of no line.
 
     Raises:
         InputNotFoundError: see `require_local_input`.
         InvalidArgumentError: the output is, holds or lies inside the input.
     """
-    require_local_input(input_path, holding_files=not incremental)
+    require_local_input(input_path, holding_files=not (incremental or empty_allowed))
     if output_path is not None:
         check_apart("--output", absolute(output_path), {"--input": absolute(input_path)})

@@ -34,7 +34,7 @@ from jobs.fs.input import Input, count_lines, open_input, read_whole, require_in
 from jobs.fs.paths import absolute, check_apart, exact
 from jobs.fs.run_folder import RunFolder, summary_job
 from jobs.fs.runs import run_timestamp
-from jobs.fs.shreds import consumed_attempt, shred_completed
+from jobs.fs.shreds import consumed_attempt, is_sealed_dedup_output, shred_completed
 from jobs.runtime.summary import table
 from jobs.shred import message, rdb
 from jobs.shred.lines import (
@@ -137,7 +137,8 @@ def _check_options(output_format: ShredFormat, layout: Layout, config: JobConfig
 def _read(spark: SparkSession, config: JobConfig, input_path: str, progress: Progress) -> tuple[Input, DataFrame]:
     """The input, read whole once, and its lines parsed (`line`, `errors`, `event_id`, `collector_tstamp`)."""
     progress(f"reading every input file under {input_path} once")
-    source, _ = read_whole(spark, open_input(spark, input_path), config.input.skip_unreadable, count_lines)
+    source = open_input(spark, input_path, empty_allowed=is_sealed_dedup_output(input_path))
+    source, _ = read_whole(spark, source, config.input.skip_unreadable, count_lines)
     parsed = parse_events(source.lines(spark), config.dedup.fingerprint_fields).select(
         "line", "errors", "event_id", "collector_tstamp"
     )

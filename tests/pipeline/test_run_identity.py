@@ -140,6 +140,10 @@ def test_a_run_that_can_never_be_redone_is_abandoned(
         assert main(shlex.split(abandon)[3:]) == 1
         assert "is being written by" in error_line(capsys)
         lease.unlink()
+    elsewhere = shlex.split(abandon.replace(f"--output {out}", f"--output {tmp_path / 'other'}"))[3:]
+    assert main(elsewhere) == 2  # not a run of that output: refused, nothing changed (not "abandoned", exit 0)
+    assert error_line(capsys).endswith(f"run {RUN_A} is registered for {out}/run={RUN_A}: give --output the folder "
+                                       "that holds that run=ID (for a `run`, its OUT/deduplicated)")  # fmt: skip
     assert main(shlex.split(abandon)[3:]) == 0  # the printed way out, word for word
     assert f"run {RUN_A} is abandoned: its events are in no completed output" in capsys.readouterr().out
     assert main(second) == 0

@@ -145,3 +145,27 @@ def test_a_damaged_marker_stops_the_check_naming_it_and_a_stray_file_is_no_marke
         f"run {RUN_A}'s shred (python -m jobs shred --input {deduplicated}/run={RUN_A}/good with its pipeline's "
         f"--output, --run-id {RUN_A} and options), then remove the marker"
     )
+
+
+def test_a_batch_of_no_new_event_is_shredded_empty_and_the_next_run_goes_on(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A batch of bad lines only (or one a re-sent batch whose events were all delivered before) leaves a dedup good/
+    of no file: its shred seals an empty run, whether `run`'s step or a shred of its own, so no later run waits for a
+    shred that could never be made (it once stopped with "holds no input files" and every later run with it)."""
+    root, output = tmp_path / "in", tmp_path / "out"
+    for batch, lines in (("bad", ["garbage\tline"]), ("c", [event(uuid(1))])):
+        (root / batch).mkdir(parents=True)
+        (root / batch / "events.tsv").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+    def run(run_id: str, batch: str) -> list[str]:
+        return ["run", "--input", str(root / batch), "--output", str(output), "--run-id", run_id]
+
+    assert main(run(RUN_A, "bad")) == 0
+    deduplicated, shredded = output / "deduplicated" / f"run={RUN_A}", output / "shredded" / f"run={RUN_A}"
+    assert json.loads((shredded / "summary.json").read_text())["counts"] == {"input": 0, "good": 0, "bad": 0}
+    assert (shredded / "_SUCCESS").exists() and not list((output / "deduplicated" / "_shred_pending").iterdir())
+    again = ["shred", "--input", str(deduplicated), "--output", str(tmp_path / "again"), "--run-id", RUN_A]
+    assert main(again) == 0  # the deployed way (a shred job of its own) passes its checks before Spark too
+    assert main(run(RUN_B, "c")) == 0
+    assert sealed_ids(output / "shredded", ATOMIC) == [uuid(1)]
