@@ -60,9 +60,15 @@ class LakeLocation:
         return document
 
     def buckets(self) -> int:
+        return self._described("buckets")
+
+    def descriptor_version(self) -> int:
+        return self._described("version")
+
+    def _described(self, key: str) -> int:
         descriptor = self.descriptor()
         assert descriptor is not None, "check() first"
-        return int(descriptor["buckets"])
+        return int(descriptor[key])
 
     # -- commits -----------------------------------------------------------------------------------------------
 
@@ -107,11 +113,6 @@ class LakeLocation:
                 f"written. {RESTORE_FILE}"
             )
         return state
-
-    def descriptor_version(self) -> int:
-        descriptor = self.descriptor()
-        assert descriptor is not None, "check() first"
-        return int(descriptor["version"])
 
     def _anchor_path(self) -> str:
         return f"{self.root}/{LAKE_ANCHOR}"
