@@ -145,6 +145,8 @@ def run(
         if register is not None and manifest is not None:
             register.require_no_unfinished(key, manifest.uri, FileSystem(spark).exists)
             replaces = register.entry(key) is not None or FileSystem(spark).exists(folder.path)
+        ttl_days, entry = config.manifest.ttl_days, asdict(registered)  # the lake keeps the entry in its commit
+        manifest_run = ManifestRun.of(run_id, run_time, ttl_days, run_key=key, replaces=replaces, register_entry=entry)
 
         def register_run() -> None:
             if register is not None:
@@ -161,7 +163,7 @@ def run(
             )
         with folder.writing():
             summary = _run_in_folder(spark, config, input_path, folder, run_time, manifest, plan, progress,
-                                     register_run, replaces)  # fmt: skip
+                                     register_run, manifest_run)  # fmt: skip
             if summary["manifest"] is not None and pacing is not None:
                 summary["manifest"]["pacing"] = pacing
             summary["started_at"] = started_at.isoformat(timespec="seconds")
@@ -196,13 +198,13 @@ def _run_in_folder(
     plan: Plan | None,
     progress: Progress,
     before_manifest_write: Callable[[], None],
-    replaces: bool = False,
+    manifest_run: ManifestRun,
 ) -> dict[str, Any]:
     """Read, decide and write the run's lines into its folder (held); the summary without its times."""
     skipped = [UnreadableFile(qualified(s.file.path), s.file.size, s.error) for s in plan.skipped] if plan else []
     source = open_input(spark, input_path, plan.listing if plan else None, skipped)
     summary, source = _deduplicate(
-        spark, config, source, folder, run_time, manifest, progress, before_manifest_write, replaces
+        spark, config, source, folder, run_time, manifest, progress, before_manifest_write, manifest_run
     )
     if plan is not None:  # before _SUCCESS: the entry says what the run read (a changed file stops it here)
         plan = record_read(plan, source.skipped_of(plan.paths))
@@ -237,8 +239,8 @@ def _deduplicate(
     run_time: datetime,
     manifest: Manifest | None,
     progress: Progress,
-    before_manifest_write: Callable[[], None] = lambda: None,
-    replaces: bool = False,
+    before_manifest_write: Callable[[], None],
+    manifest_run: ManifestRun,
 ) -> tuple[dict[str, Any], Input]:
     """Decide and write every line into the run folder; the counts and manifest parts of the summary, and the input
     as read (less any file skipped as unreadable).
@@ -268,13 +270,7 @@ def _deduplicate(
                 before_manifest_write()
             check = manifest.check_pairs(
                 delivered_pairs(events),
-                ManifestRun.of(
-                    folder.run_id,
-                    run_time,
-                    config.manifest.ttl_days,
-                    run_key=run_key(folder.path, folder.run_id),
-                    replaces=replaces,
-                ),
+                manifest_run,
                 config.manifest.cross_batch_synthetic,
             )
             progress("deciding the bad lines, the repeated ids and the ids the manifest had seen")

@@ -120,6 +120,8 @@ class ManifestRun:
     the same second); an entry without one (written before run keys, by populate-manifest or Snowplow's tooling)
     is the run's own, as before. "" (populate-manifest): the run records no key. `replaces`: an earlier attempt of
     this run key may have recorded pairs; those its batch no longer has are removed before it completes.
+    `register_entry`: the run's entry in the register of unfinished runs (`unfinished.RegisteredRun`'s fields),
+    which the lake keeps in the run's commit too.
     """
 
     run_id: str
@@ -128,15 +130,17 @@ class ManifestRun:
     job: str = "dedup"
     run_key: str = ""
     replaces: bool = False
+    register_entry: dict[str, Any] | None = None
 
     @staticmethod
     def of(
-        run_id: str, run_time: datetime, ttl_days: int, job: str = "dedup", run_key: str = "", replaces: bool = False
-    ) -> ManifestRun:
+        run_id: str, run_time: datetime, ttl_days: int, job: str = "dedup", run_key: str = "", replaces: bool = False,
+        register_entry: dict[str, Any] | None = None,
+    ) -> ManifestRun:  # fmt: skip
         etl_time = int(run_time.timestamp())
         return ManifestRun(
             run_id=run_id, etl_time=etl_time, ttl=etl_time + ttl_days * SECONDS_PER_DAY, job=job, run_key=run_key,
-            replaces=replaces,
+            replaces=replaces, register_entry=register_entry,
         )  # fmt: skip
 
 

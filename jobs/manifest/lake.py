@@ -38,7 +38,7 @@ import os
 import uuid
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -49,6 +49,7 @@ from jobs.contract import (
     LAKE_DESCRIPTOR,
     LAKE_FILTERS,
     LAKE_SEGMENTS,
+    SUCCESS_MARKER,
 )  # fmt: skip
 from jobs.errors import InvalidArgumentError
 from jobs.fs import store
@@ -62,6 +63,7 @@ from jobs.manifest.base import (
     ManifestError,
     ManifestRun,
     ManifestStats,
+    run_key,
 )  # fmt: skip
 from jobs.manifest.lake_commits import LakeLocation
 from jobs.manifest.lake_filter import (
@@ -346,9 +348,11 @@ class LakeManifest(LakeLocation, Manifest):
         segments[name] = replace(segment, runs=(run.etl_time,), max_ttl=run.ttl)
         own = RunEntries(run.etl_time, run.run_id, run.ttl, name, run.run_key or None)
         runs[own.key] = own
+        open_runs = _open_after(state, run)
         committed = self.commit(
-            expired_dropped(replace(state, segments=segments, runs=runs, filters=filters)), state, run.job, run.run_id
-        )
+            expired_dropped(replace(state, segments=segments, runs=runs, filters=filters, open_runs=open_runs)),
+            state, run.job, run.run_id,
+        )  # fmt: skip
         self.compact(spark, committed, run)
         return segment
 
@@ -373,9 +377,12 @@ class LakeManifest(LakeLocation, Manifest):
         state = self.state()
         self.verify(state)
         segments, runs = self._without_run(state, run)
-        if len(runs) == len(state.runs):
+        open_runs = tuple(entry for entry in state.open_runs if _key_of(entry) != run.run_key)
+        if len(runs) == len(state.runs) and open_runs == state.open_runs:
             return 0
-        self.commit(replace(state, segments=segments, runs=runs), state, "manifest abandon", run.run_id)
+        self.commit(
+            replace(state, segments=segments, runs=runs, open_runs=open_runs), state, "manifest abandon", run.run_id
+        )
         return len(state.runs) - len(runs)
 
     def compact(self, spark: SparkSession, state: State, run: ManifestRun) -> State:
@@ -426,6 +433,21 @@ class LakeManifest(LakeLocation, Manifest):
             return Filter(FILTER_BITS, 0, file_buckets(buckets), 0, {})
         entries = spark.read.parquet(*(exact(qualified(file)) for file in files))
         return write_filter(entries, segment.keys, self._filter_path(name), buckets)
+
+
+def _key_of(entry: dict[str, Any]) -> str:
+    """The run key of a register entry kept in a commit (`State.open_runs`)."""
+    return run_key(entry["folder"], entry["run_id"])
+
+
+def _open_after(state: State, run: ManifestRun) -> tuple[dict[str, Any], ...]:
+    """The open runs the commit of `run` records: its own entry, and every other one `state` has whose run folder is
+    not sealed (the run checked the register first: normally none)."""
+    others = tuple(
+        entry for entry in state.open_runs
+        if _key_of(entry) != run.run_key and not store.exists(f"{entry['folder']}/{SUCCESS_MARKER}")
+    )  # fmt: skip
+    return (*others, dict(run.register_entry)) if run.register_entry else others
 
 
 def open_lake(uri: str, buckets: int = DEFAULT_BUCKETS) -> LakeManifest:

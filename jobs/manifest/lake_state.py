@@ -19,6 +19,8 @@ READABLE_VERSIONS = (1, VERSION)
 CHECKSUMS_KEY = "file_checksums"
 """The commit's record of each committed file's content: path under the manifest folder -> checksum
 (`lake_integrity.checksum_of`)."""
+OPEN_RUNS_KEY = "open_runs"
+"""The commit's record of the runs that committed and may not have completed (`State.open_runs`)."""
 FILTERS_KEY = "segment_filters_v2"
 """The commit's record of the filters (`lake_filter`); a version that does not know this layout reads every segment
 whole, and drops the record from the commits it writes."""
@@ -82,6 +84,10 @@ class State:
     checksums: dict[str, str] = field(default_factory=dict)
     """The content checksum of each segment's and filter's data file, by path under the manifest folder (a file
     committed by version 1 has none until the next commit records it)."""
+    open_runs: tuple[dict[str, Any], ...] = ()
+    """The register entries (`unfinished.RegisteredRun`'s fields) of the runs that committed entries and may not
+    have sealed their run folder yet: the register of unfinished runs kept in the commit too, so a `_runs/` removed
+    or lost hides no unfinished run (`unfinished.LakeRunRegister`)."""
 
     def live_for(self, etl_time: int, run_key: str = "") -> dict[str, tuple[int, ...]]:
         """Segments holding entries that count at `etl_time` for the run of `run_key`, each with the runs whose
@@ -126,6 +132,7 @@ class State:
             # Apart from the segments, as `segment_files`: a version without filters reads every segment whole.
             FILTERS_KEY: {name: f.document() for name, f in sorted(self.filters.items())},
             CHECKSUMS_KEY: dict(sorted(self.checksums.items())),
+            OPEN_RUNS_KEY: list(self.open_runs),
         }
 
     @staticmethod
@@ -138,7 +145,8 @@ class State:
         runs = {entries.key: entries for entries in (RunEntries(**r) for r in document["runs"])}
         filters = {name: Filter.parse(f) for name, f in document.get(FILTERS_KEY, {}).items()}
         checksums = dict(document.get(CHECKSUMS_KEY, {}))  # absent from version 1's commits
-        return State(document["commit"], document["buckets"], segments, runs, filters, checksums)
+        open_runs = tuple(dict(entry) for entry in document.get(OPEN_RUNS_KEY, []))  # absent before the key was
+        return State(document["commit"], document["buckets"], segments, runs, filters, checksums, open_runs)
 
 
 def expired_dropped(state: State) -> State:

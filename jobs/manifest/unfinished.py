@@ -15,7 +15,8 @@ their key is that of the run folder they name.
 
 Where the register lives: SQLite, a table `winnow_runs` in the same file (the `.db` stays the whole manifest);
 DynamoDB, items of the manifest table under the partition key `winnow:runs` (no event id: no query of the jobs
-meets them), with the events' `ttl`; lake, one JSON document per run in `PATH/_runs/`.
+meets them), with the events' `ttl`; lake, one JSON document per run in `PATH/_runs/`, and in the commit of each run that committed entries (kept until a
+later run's commit finds its run folder sealed), so removing `_runs/` hides no unfinished run.
 """
 
 from __future__ import annotations
@@ -259,6 +260,21 @@ class FileRunRegister(RunRegister):
             raise DamagedFileError(f"{path} is no entry of the register of unfinished runs; {way_out}") from None
 
 
+class LakeRunRegister(FileRunRegister):
+    """The lake's register: its `_runs/` documents, and the open runs its newest commit records (`State.open_runs`,
+    written by the run's commit): a `_runs/` removed or lost hides no run that committed and did not complete."""
+
+    def __init__(self, folder: str, committed: Callable[[], tuple[dict[str, Any], ...]]) -> None:
+        super().__init__(folder)
+        self.committed = committed
+
+    def unfinished(self) -> list[RegisteredRun]:
+        listed = super().unfinished()
+        keys = {run.key for run in listed}
+        kept = [run for run in (RegisteredRun(**entry) for entry in self.committed()) if run.key not in keys]
+        return sorted([*listed, *kept], key=lambda run: (run.run_id, run.folder))
+
+
 def run_register(manifest: Manifest) -> RunRegister:
     """The register of `manifest`."""
     from jobs.manifest.dynamodb import DynamoDbManifest
@@ -268,7 +284,7 @@ def run_register(manifest: Manifest) -> RunRegister:
     if isinstance(manifest, SqliteManifest):
         return SqliteRunRegister(manifest.path)
     if isinstance(manifest, LakeManifest):
-        return FileRunRegister(f"{manifest.root}/{LAKE_RUNS}")
+        return LakeRunRegister(f"{manifest.root}/{LAKE_RUNS}", lambda: manifest.state().open_runs)
     if isinstance(manifest, DynamoDbManifest):
         return DynamoDbRunRegister(manifest.dynamodb_client())
     raise TypeError(f"no run register for {type(manifest).__name__}")

@@ -144,6 +144,8 @@ def test_a_redo_replaces_its_entries_even_inside_a_compacted_day(spark: SparkSes
         ("2026-11-03-06-00-00", [epoch(RUN_3)], 1), ("day-2026-11-01", [epoch(RUN_1), epoch(RUN_2)], 3),
     ]  # fmt: skip
     assert len(segment_folders(root)) == 2  # the two merged folders are gone
+    # The register entry the commit keeps: run 3's own (until a later commit finds it sealed), not the sealed runs'.
+    assert [(run["run_id"], run["folder"]) for run in state["open_runs"]] == [(RUN_3, f"{out}/run={RUN_3}")]
     # Run 2 redone with C only (its input was fixed): B/b1 is no longer its delivery ...
     dedup(write_batch(tmp_path / "b2-fixed", [line("C", "c1")]), out, RUN_2, manifest, settings)
     # ... so a later run delivers B/b1, although the day segment, read for run 1's A/a1, still holds the old row.
