@@ -38,6 +38,9 @@ def register(subparsers: Any) -> None:
                         help="share of events with an empty event_fingerprint (default 0.1)")  # fmt: skip
     parser.add_argument("--bad-share", type=float, default=0.001, metavar="X",
                         help="share of malformed lines (default 0.001)")  # fmt: skip
+    parser.add_argument("--tail", choices=("long", "heavy"), default="long",
+                        help="copies per shared id: long (default; most are pairs, large groups all synthetic) or "
+                        "heavy (Pareto(1.2) up to 5,000, each copy synthetic by --synthetic-share)")  # fmt: skip
     parser.set_defaults(handler=handle)
 
 
@@ -47,7 +50,7 @@ def handle(args: argparse.Namespace) -> int:
     options = GenerateOptions(
         events=args.events, seed=args.seed, batches=args.batches, files=args.files, gzip=args.gzip,
         duplicate_share=args.duplicate_share, synthetic_share=args.synthetic_share,
-        without_fingerprint_share=args.without_fingerprint_share, bad_share=args.bad_share,
+        without_fingerprint_share=args.without_fingerprint_share, bad_share=args.bad_share, tail=args.tail,
     )  # fmt: skip
     prepare_output(Path(args.output), args.overwrite)
     started = time.monotonic()

@@ -10,6 +10,10 @@ What is generated (deterministic for a given seed and size):
     with a broken random number generator);
   - some events without `event_fingerprint` (enrichment off), and a few malformed lines;
   - copies spread over `batches` folders (`batch=1`, `batch=2`, …) when asked, for cross-batch dedup.
+
+`tail="heavy"` draws the copies of a shared id from a Pareto(1.2) law up to 5,000 (the events built from real
+Snowplow events that the performance work measures against: 1% of ids copied, half of the copies synthetic with
+`synthetic_share=0.5`), each copy synthetic by `synthetic_share` alone, whatever the size of its group.
 """
 
 from __future__ import annotations
@@ -62,8 +66,12 @@ class GenerateOptions:
     synthetic_share: float = 0.4
     without_fingerprint_share: float = 0.1
     bad_share: float = 0.001
+    tail: str = "long"
+    """"long": the default law of `copies_per_id`; "heavy": `heavy_copies_per_id` (see the module docstring)."""
 
     def __post_init__(self) -> None:
+        if self.tail not in TAILS:
+            raise InvalidArgumentError(f"--tail: given {self.tail!r}; allowed: {', '.join(TAILS)}")
         for name in ("events", "batches", "files"):
             if getattr(self, name) < 1:
                 raise InvalidArgumentError(f"--{name}: given {getattr(self, name)}; allowed: a whole number >= 1")
@@ -79,6 +87,18 @@ def copies_per_id(rng: random.Random, duplicate_share: float, max_copies: int) -
         return 1
     # P(k) ∝ k^-2.5 for k >= 2: about 70% pairs, a few ids with hundreds or thousands of events.
     return min(max_copies, int(2 * (1 - rng.random()) ** (-1 / 1.5)))
+
+
+HEAVY_TAIL_ALPHA = 1.2
+HEAVY_TAIL_MAX_COPIES = 5000
+TAILS = ("long", "heavy")
+
+
+def heavy_copies_per_id(rng: random.Random, duplicate_share: float) -> int:
+    """How many events share one id on the heavy tail: 1 mostly; otherwise Pareto(1.2) from 2, up to 5,000."""
+    if rng.random() >= duplicate_share:
+        return 1
+    return min(HEAVY_TAIL_MAX_COPIES, int(2 * (1 - rng.random()) ** (-1 / HEAVY_TAIL_ALPHA)))
 
 
 class EventFactory:
@@ -301,8 +321,14 @@ def generate(output: Path, options: GenerateOptions) -> dict[str, int]:
             when = START + timedelta(seconds=stats["lines"] * span)
             original = factory.event(event_id, when)
             group = [original]
-            for _ in range(copies_per_id(rng, options.duplicate_share, max_copies) - 1):
-                synthetic = len(group) > 20 or rng.random() < options.synthetic_share
+            heavy = options.tail == "heavy"
+            copies = (
+                heavy_copies_per_id(rng, options.duplicate_share)
+                if heavy
+                else copies_per_id(rng, options.duplicate_share, max_copies)
+            )
+            for _ in range(copies - 1):
+                synthetic = (len(group) > 20 and not heavy) or rng.random() < options.synthetic_share
                 group.append(factory.synthetic_copy(original) if synthetic else factory.natural_copy(group[-1]))
                 stats["synthetic_copies" if synthetic else "natural_copies"] += 1
             stats["event_ids"] += 1

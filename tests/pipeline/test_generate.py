@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs.enriched.fields import FIELD_INDEX
 from jobs.runtime.cli import main
 
 
@@ -66,3 +67,34 @@ def test_a_file_as_output_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
         f"error: --output: given {target}, which is a file; allowed: a new or empty folder"
     ]
     assert target.read_text() == "x\n"
+
+
+def test_the_heavy_tail_gives_groups_past_the_long_tails_cap_half_of_their_copies_synthetic(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--tail heavy`: Pareto(1.2) copies per shared id, so groups far larger than the long tail's cap of
+    events / 250, and each copy synthetic by --synthetic-share alone (the long tail makes every copy past the 20th
+    synthetic)."""
+    output = tmp_path / "heavy"
+    assert main(["generate", "--output", str(output), "--events", "20000", "--tail", "heavy", "--synthetic-share",
+                 "0.5", "--bad-share", "0"]) == 0  # fmt: skip
+    groups: dict[str, list[str]] = {}
+    for line in (output / "part-00000.tsv").read_text(encoding="utf-8").splitlines():
+        fields = line.split("\t")
+        groups.setdefault(fields[6], []).append(line)
+    largest = max(len(lines) for lines in groups.values())
+    assert 20000 // 250 < largest <= 5000
+    copies = sum(len(lines) - 1 for lines in groups.values())
+    printed = capsys.readouterr().out
+    natural = int(printed.split(" natural")[0].rsplit(", ", 1)[1].replace(",", ""))
+    assert 0.45 < natural / copies < 0.55
+    # In the largest group, copies past the 20th include natural ones: the same line again (or re-enriched).
+    fingerprints = [line.split("\t")[FIELD_INDEX["event_fingerprint"]] for line in max(groups.values(), key=len)]
+    assert len(set(fingerprints[21:])) < len(fingerprints[21:])
+
+
+def test_an_unknown_tail_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["generate", "--output", str(tmp_path / "x"), "--events", "10", "--tail", "fat"])
+    assert stopped.value.code == 2
+    assert "argument --tail: invalid choice: 'fat' (choose from 'long', 'heavy')" in capsys.readouterr().err
