@@ -160,8 +160,8 @@ class LakeLocation:
         )
 
     def _write_anchor(self, number: int, document: bytes) -> None:
-        """Anchor commit `number` (its content `document`); a lake of version 1 becomes version 2 (after the anchor:
-        a version 2 lake with commits and no anchor would stop)."""
+        """Anchor commit `number` (its content `document`); a lake of an earlier version becomes the current one
+        (after the anchor: a lake of version 2 or later with commits and no anchor would stop)."""
         anchor = {"commit": number, "sha256": hashlib.sha256(document).hexdigest()}
         store.write_bytes(self._anchor_path(), json.dumps(anchor).encode("utf-8"))
         descriptor = self.descriptor()

@@ -10,12 +10,13 @@ from jobs.manifest.base import SECONDS_PER_DAY, others_entry
 from jobs.manifest.lake_filter import Filter
 
 FORMAT = "winnow-lake-manifest"
-VERSION = 2
+VERSION = 3
 """Version 2: a commit's runs carry their run key (`RunEntries.run_key`, so two runs of one second can be recorded),
-the newest commit is anchored (`LAKE_ANCHOR`) and each file's checksum recorded (`CHECKSUMS_KEY`). A lake of version 1
-is read as before and becomes version 2 at its next commit. A Winnow of version 1 refuses a descriptor of version 2
-rather than misread its commits or write commits without anchor and checksums."""
-READABLE_VERSIONS = (1, VERSION)
+the newest commit is anchored (`LAKE_ANCHOR`) and each file's checksum recorded (`CHECKSUMS_KEY`). Version 3: a commit
+also records the runs that committed and may not have completed (`OPEN_RUNS_KEY`). A lake of an earlier version is
+read as before and becomes version 3 at its next commit. A Winnow of an earlier version refuses a descriptor of a
+later one rather than misread its commits or write commits without what that version added."""
+READABLE_VERSIONS = (1, 2, VERSION)
 CHECKSUMS_KEY = "file_checksums"
 """The commit's record of each committed file's content: path under the manifest folder -> checksum
 (`lake_integrity.checksum_of`)."""
@@ -145,8 +146,26 @@ class State:
         runs = {entries.key: entries for entries in (RunEntries(**r) for r in document["runs"])}
         filters = {name: Filter.parse(f) for name, f in document.get(FILTERS_KEY, {}).items()}
         checksums = dict(document.get(CHECKSUMS_KEY, {}))  # absent from version 1's commits
-        open_runs = tuple(dict(entry) for entry in document.get(OPEN_RUNS_KEY, []))  # absent before the key was
+        open_runs = tuple(_open_run(entry) for entry in document.get(OPEN_RUNS_KEY, []))  # absent before version 3
         return State(document["commit"], document["buckets"], segments, runs, filters, checksums, open_runs)
+
+
+OPEN_RUN_FIELDS = {"run_id": str, "etl_time": int, "ttl": int, "folder": str, "redo": str}
+"""The fields of an entry of `State.open_runs` (`unfinished.RegisteredRun`'s)."""
+
+
+def _open_run(entry: Any) -> dict[str, Any]:
+    """An entry of a commit's `open_runs`, checked.
+
+    Raises:
+        TypeError: not an entry of the register of unfinished runs (a damaged commit).
+    """
+    if not isinstance(entry, dict) or entry.keys() != OPEN_RUN_FIELDS.keys():
+        raise TypeError(f"an entry of {OPEN_RUNS_KEY} is not a run's entry: {entry!r}")
+    for name, kind in OPEN_RUN_FIELDS.items():
+        if not isinstance(entry[name], kind):
+            raise TypeError(f"an entry of {OPEN_RUNS_KEY} has {name} {entry[name]!r}: not a {kind.__name__}")
+    return dict(entry)
 
 
 def expired_dropped(state: State) -> State:

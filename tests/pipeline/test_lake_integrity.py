@@ -178,8 +178,8 @@ def test_a_commit_of_the_previous_version_is_checked_by_its_file_count(
     # The new commit records its own segment's files; the older segment keeps its count only.
     assert [(s["name"] == name, s["files"]) for s in commits(root)[-1]["segments"]] == [(True, 4), (False, 0)]
     assert list(commits(root)[-1]["segment_files"]) == [commits(root)[-1]["segments"][1]["name"]]
-    # It became a lake of version 2: anchored, and its new segment's files have checksums.
-    assert json.loads((root / "_manifest.json").read_text())["version"] == 2
+    # It became a lake of the current version (3): anchored, and its new segment's files have checksums.
+    assert json.loads((root / "_manifest.json").read_text())["version"] == 3
     assert json.loads((root / "_latest").read_text())["commit"] == 2
     assert commits(root)[-1]["file_checksums"] == {}  # run 1's files have no list (version 1); run 2's segment none
 
