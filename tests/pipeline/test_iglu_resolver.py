@@ -520,16 +520,17 @@ def test_a_registry_outage_stops_the_shred_sealing_nothing_and_its_rerun_shreds_
     argv = ["shred", "--input", str(source.parent), "--output", str(tmp_path / "out"), "--run-id", RUN_ID,
             "--format", "shred-tsv", "--iglu-config", str(conf)]  # fmt: skip
     run = tmp_path / "out" / f"run={RUN_ID}"
-    refused = f"http://127.0.0.1:{unused_port()}/api"
     registry.statuses[f"/schemas/{web_page.path}"] = 500
     # 3 requests a pass (urllib3's retries), 11 passes: at 57.7 s the next wait (8 s) would pass the 60 s deadline.
-    for uri, last in ((refused, "cannot connect: [Errno 111] Connection refused"),
-                      (registry.uri, "Unexpected response code: 500")):  # fmt: skip
-        conf.write_text(config(http("ours", uri)), encoding="utf-8")
-        assert main(argv) == 1
-        assert capsys.readouterr().err.splitlines()[-1] == "error: " + outage(f"ours (http {uri})", web_page, 33, last)
-        for name in ("_SUCCESS", "summary.json", "shredding_complete.json"):
-            assert not (run / name).exists()
+    # One kind of outage is enough here: the shred stops the same way whatever the registry's failure was (a refused
+    # connection, a timeout and each status are told apart by the resolver test above, without Spark).
+    conf.write_text(config(http("ours", registry.uri)), encoding="utf-8")
+    assert main(argv) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == "error: " + outage(
+        f"ours (http {registry.uri})", web_page, 33, "Unexpected response code: 500"
+    )
+    for name in ("_SUCCESS", "summary.json", "shredding_complete.json"):
+        assert not (run / name).exists()
 
     del registry.statuses[f"/schemas/{web_page.path}"]  # the registry answers again
     registry.serve(f"/schemas/{web_page.path}", central_schema(web_page))

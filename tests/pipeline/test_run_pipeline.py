@@ -85,8 +85,13 @@ def test_a_missing_input_stops_the_pipeline_before_any_output(
     assert not (tmp_path / "out" / "shredded").exists()
 
 
-def test_the_dedup_options_reach_the_dedup_step(spark: SparkSession, tmp_path: Path) -> None:
-    source = tmp_path / "in.tsv"
+def test_the_dedup_options_reach_the_dedup_step(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Also test_incremental's test_run_incremental_with_nothing_new_writes_neither_step (merged: one `run` proves
+    both): `--incremental` is a dedup option too, and a second run with nothing new writes neither step."""
+    source = tmp_path / "enriched" / "run=2026-11-22-03-00-00" / "in.tsv"
+    source.parent.mkdir(parents=True)
     source.write_text(
         "".join(
             line + "\n"
@@ -94,13 +99,24 @@ def test_the_dedup_options_reach_the_dedup_step(spark: SparkSession, tmp_path: P
         )
     )
     manifest = tmp_path / "manifest.db"
-    argv = ["run", "--input", str(source), "--output", str(tmp_path / "out"), "--run-id", RUN_ID]
-    assert main([*argv, "--synthetic", "quarantine", "--manifest", f"sqlite:{manifest}", "--create"]) == 0
+    output = tmp_path / "out"
+    argv = ["run", "--input", str(tmp_path / "enriched"), "--output", str(output), "--incremental", "--run-id"]
+    assert main([*argv, RUN_ID, "--synthetic", "quarantine", "--manifest", f"sqlite:{manifest}", "--create"]) == 0
 
-    dedup = json.loads((tmp_path / "out" / "deduplicated" / f"run={RUN_ID}" / "summary.json").read_text())
-    shred = json.loads((tmp_path / "out" / "shredded" / f"run={RUN_ID}" / "summary.json").read_text())
+    dedup = json.loads((output / "deduplicated" / f"run={RUN_ID}" / "summary.json").read_text())
+    shred = json.loads((output / "shredded" / f"run={RUN_ID}" / "summary.json").read_text())
     assert dedup["synthetic"]["strategy"] == "quarantine"
     assert dedup["manifest"]["uri"] == f"sqlite:{manifest}"
     assert manifest.exists()
     assert (dedup["counts"]["quarantined"], dedup["counts"]["good"]) == (2, 1)
     assert shred["counts"] == {"input": 1, "good": 1, "bad": 0}
+    # --incremental reached dedup: its ledger entry; and shred sealed its run
+    assert (output / "deduplicated" / "_ledger" / f"{1:020d}.json").exists()
+    assert (output / "shredded" / f"run={RUN_ID}" / "_SUCCESS").exists()
+
+    capsys.readouterr()
+    later = "2026-11-22-05-00-00"
+    assert main([*argv, later, "--synthetic", "quarantine", "--manifest", f"sqlite:{manifest}"]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    assert not (output / "deduplicated" / f"run={later}").exists()
+    assert not (output / "shredded" / f"run={later}").exists()

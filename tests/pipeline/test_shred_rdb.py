@@ -222,17 +222,6 @@ def test_a_run_hands_its_folder_to_the_loader(spark: SparkSession, tmp_path: Pat
     assert (run / "_SUCCESS").exists()
 
 
-def test_gzip_output_is_what_the_message_says(spark: SparkSession, tmp_path: Path) -> None:
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps({"output": {"compression": "gzip"}}))
-    run = shred(tmp_path, [event(ID_A)], "--config", str(config))
-
-    files = [path for path in (run / ATOMIC).iterdir() if path.name.startswith("part-")]
-    assert files and all(path.suffix == ".gz" for path in files)
-    assert gzip.decompress(files[0].read_bytes()).decode().count("\n") == 1
-    assert json.loads((run / "shredding_complete.json").read_text())["data"]["compression"] == "GZIP"
-
-
 def test_the_message_reaches_the_loader_queue_and_a_failed_send_leaves_the_run_incomplete(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -240,7 +229,8 @@ def test_the_message_reaches_the_loader_queue_and_a_failed_send_leaves_the_run_i
     from moto import mock_aws
 
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({"output": {"queue": "sqs://loader.fifo"}}))
+    # gzip output too (test_gzip_output_is_what_the_message_says merged here: one run proves both)
+    config.write_text(json.dumps({"output": {"queue": "sqs://loader.fifo", "compression": "gzip"}}))
     source = tmp_path / "in" / "part-0.tsv"
     source.parent.mkdir()
     source.write_text(event(ID_A) + "\n")
@@ -259,6 +249,11 @@ def test_the_message_reaches_the_loader_queue_and_a_failed_send_leaves_the_run_i
 
     assert (run / "_SUCCESS").exists()
     assert [message["Body"] for message in received] == [(run / "shredding_complete.json").read_text()]
+    # gzip output is what the message says: every part file gzip, its one line readable, GZIP in the message
+    files = [path for path in (run / ATOMIC).iterdir() if path.name.startswith("part-")]
+    assert files and all(path.suffix == ".gz" for path in files)
+    assert gzip.decompress(files[0].read_bytes()).decode().count("\n") == 1
+    assert json.loads((run / "shredding_complete.json").read_text())["data"]["compression"] == "GZIP"
     assert received[0]["Attributes"]["MessageGroupId"] == "shredding"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["loader_message"] == {
