@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,10 +20,10 @@ from pyspark.sql import SparkSession
 
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.input import count_lines, open_input, read_whole
-from jobs.fs.lease import create_if_absent
+from jobs.fs.lease import Lease, create_if_absent
 from jobs.manifest import sqlite as sqlite_manifest
 from jobs.runtime.cli import main
-from tests.pipeline.barrier import BARRIER_VARIABLE
+from tests.pipeline.barrier import BARRIER_VARIABLE, with_barrier_after
 from tests.pipeline.helpers import ID_A, ID_B, ID_C, RUN_ID, event, read_lines, run_folder_content
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,31 +42,22 @@ def last_error_line(err: str) -> str:
     return lines[-1]
 
 
-def jobs_process_at_barrier(*argv: str, barrier: Path) -> subprocess.Popen[str]:
-    """The command line, stopping at the barrier once it holds its lease."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.pipeline.barrier", *argv], cwd=ROOT, env={**os.environ, BARRIER_VARIABLE: str(barrier)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-
-
-def wait_for(path: Path, process: subprocess.Popen[str], seconds: float = 180) -> None:
-    deadline = time.monotonic() + seconds
-    while not path.exists():
-        if process.poll() is not None:
-            raise AssertionError(f"the first writer ended early: {process.communicate()}")
-        assert time.monotonic() < deadline, f"{path} did not appear within {seconds} s"
-        time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def completed(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A dedup run and a shred run of `LINES`, each done once: output folders for tests to copy, never to change."""
+    """Runs done once, for tests to copy, never to change: "dedup", a dedup run of `LINES`; "shred", a shred run of
+    that dedup run's folder; "manifest", a dedup run of `LINES` with a new SQLite manifest, whose database is
+    "manifest.db" (no lease beside it: released)."""
     root = tmp_path_factory.mktemp("completed")
     source = write_input(root / "in")
-    for job in ("dedup", "shred"):
-        assert main([job, "--input", str(source), "--output", str(root / job), "--run-id", RUN_ID]) == 0
-    return {job: root / job for job in ("dedup", "shred")}
+    assert main(["dedup", "--input", str(source), "--output", str(root / "dedup"), "--run-id", RUN_ID]) == 0
+    run = root / "dedup" / f"run={RUN_ID}"
+    assert main(["shred", "--input", str(run), "--output", str(root / "shred"), "--run-id", RUN_ID]) == 0
+    database = root / "manifest" / "manifest.db"
+    database.parent.mkdir()
+    argv = ["dedup", "--input", str(source), "--output", str(root / "manifest-out"), "--run-id", RUN_ID]
+    assert main([*argv, "--manifest", f"sqlite:{database}", "--create"]) == 0
+    return {"dedup": root / "dedup", "shred": root / "shred", "manifest": root / "manifest-out",
+            "manifest.db": database}  # fmt: skip
 
 
 def copy_of(output: Path, to: Path) -> Path:
@@ -79,26 +71,34 @@ def copy_of(output: Path, to: Path) -> Path:
 
 @pytest.mark.slow  # a second Spark process
 def test_a_second_writer_of_a_run_folder_fails_fast_naming_the_first(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Two processes: the first writer is this one (its run in a thread, held at the barrier once it holds the
+    lease), the second a `python -m jobs` process, which stops at the lease (before any work)."""
     source, output, barrier = write_input(tmp_path / "in"), tmp_path / "out", tmp_path / "barrier"
     barrier.mkdir()
     argv = ("dedup", "--input", str(source), "--output", str(output), "--run-id", RUN_ID)
-    first = jobs_process_at_barrier(*argv, barrier=barrier)
+    monkeypatch.setenv(BARRIER_VARIABLE, str(barrier))
+    monkeypatch.setattr(Lease, "acquire", with_barrier_after(Lease.acquire))
+    codes: list[int] = []
+    first = threading.Thread(target=lambda: codes.append(main(list(argv))), daemon=True)
+    first.start()
     try:
-        wait_for(barrier / "held", first)  # the first writer holds the lease and waits
-        capsys.readouterr()
-        second = main(list(argv))  # the second writer: this process
-        second_err = capsys.readouterr().err
-        (barrier / "go").touch()
-        _, err = first.communicate(timeout=300)
+        deadline = time.monotonic() + 180
+        while not (barrier / "held").exists():  # the first writer holds the lease and waits
+            assert first.is_alive(), "the first writer ended early"
+            assert time.monotonic() < deadline, "the first writer did not take its lease within 180 s"
+            time.sleep(0.1)
+        second = subprocess.run([sys.executable, "-m", "jobs", *argv], cwd=ROOT, capture_output=True, text=True,
+                                timeout=300)  # fmt: skip
     finally:
-        first.kill()
-    assert second == 1
-    line = last_error_line(second_err)
+        (barrier / "go").touch()
+        first.join(timeout=300)
+    assert second.returncode == 1, second.stderr
+    line = last_error_line(second.stderr)
     assert line.startswith(f"error: {output}/run={RUN_ID} is being written by dedup run {RUN_ID} (host ")
-    assert f"pid {first.pid}," in line and "nothing was written" in line
-    assert first.returncode == 0, err
+    assert f"pid {os.getpid()}," in line and "nothing was written" in line
+    assert codes == [0]  # the first writer completed
     good = read_lines(output / f"run={RUN_ID}" / "good")
     assert good == sorted([event(ID_A), event(ID_B, event_fingerprint="fp-2"), event(ID_C)])  # each line once
     assert not (output / "_leases" / f"run={RUN_ID}.json").exists()  # released
@@ -150,13 +150,14 @@ def test_create_if_absent_uses_s3_conditional_writes(spark: SparkSession) -> Non
 
 
 def test_a_manifest_has_one_writer_at_a_time(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], completed: dict[str, Path]
 ) -> None:
-    source, manifest = write_input(tmp_path / "in"), tmp_path / "manifest.db"
+    source = write_input(tmp_path / "in")
     other_run = "2026-11-22-02-00-00"
-    argv = ["dedup", "--input", str(source), "--manifest", f"sqlite:{manifest}", "--create", "--run-id", RUN_ID]
-    assert main([*argv, "--output", str(tmp_path / "first")]) == 0
+    # The first run (the fixture's: a dedup run that made the manifest) released the manifest's lease.
+    manifest = shutil.copytree(completed["manifest.db"].parent, tmp_path / "manifest") / "manifest.db"
     assert not Path(f"{manifest}.lease").exists()  # released after the run
+    argv = ["dedup", "--input", str(source), "--manifest", f"sqlite:{manifest}", "--create", "--run-id", RUN_ID]
     holder = {"job": "populate-manifest", "run_id": other_run, "host": "worker-2", "pid": 77,
               "started_at": "2026-11-22T03:59:00+00:00", "token": "other"}  # fmt: skip
     assert create_if_absent(spark, f"{manifest}.lease", json.dumps(holder).encode())
@@ -282,11 +283,11 @@ def test_a_truncated_gzip_stops_the_run_before_it_writes_naming_the_file(
     output, database = tmp_path / "out", tmp_path / "manifest.db"
     options = ["--manifest", f"sqlite:{database}"] if manifest else []
     argv = [job, "--input", str(tmp_path / "in"), "--output", str(output), "--run-id", RUN_ID, *options]
-    # An earlier complete attempt of the run stays in place (with a manifest, one that recorded its events).
+    # An earlier complete attempt of the run stays in place (with a manifest, one that recorded its events: the
+    # fixture's run with a new manifest, its output folder and database copied).
     if manifest:
-        write_input(tmp_path / "earlier")
-        earlier_argv = [job, "--input", str(tmp_path / "earlier"), "--output", str(output), "--run-id", RUN_ID]
-        assert main([*earlier_argv, *options, "--create"]) == 0
+        copy_of(completed["manifest"], output)
+        shutil.copy(completed["manifest.db"], database)
     else:
         copy_of(completed[job], output)
     earlier = sorted(str(path.relative_to(output)) for path in output.rglob("*"))
@@ -390,9 +391,9 @@ def test_shred_of_a_dedup_run_folder_reads_its_good_only(
 ) -> None:
     run = completed["dedup"] / f"run={RUN_ID}"
     assert read_lines(run / "duplicates") and read_lines(run / "bad")  # there is something not to shred
-    assert main(["shred", "--input", str(run), "--output", str(tmp_path / "a"), "--run-id", RUN_ID]) == 0
+    # a: the fixture's shred of the dedup run folder (`shred --input <run folder>`); b: of its good/ only.
     assert main(["shred", "--input", str(run / "good"), "--output", str(tmp_path / "b"), "--run-id", RUN_ID]) == 0
-    a, b = tmp_path / "a" / f"run={RUN_ID}", tmp_path / "b" / f"run={RUN_ID}"
+    a, b = completed["shred"] / f"run={RUN_ID}", tmp_path / "b" / f"run={RUN_ID}"
     assert json.loads((a / "summary.json").read_text())["counts"] == {"input": 3, "good": 3, "bad": 0}
     for name in ("output=good", "output=bad"):
         assert read_lines(a / name) == read_lines(b / name)
@@ -439,16 +440,17 @@ def test_run_ids_take_ascii_digits_only(tmp_path: Path, capsys: pytest.CaptureFi
     )
 
 
-def test_a_deeply_nested_config_is_one_line(tmp_path: Path) -> None:
+def test_a_deeply_nested_config_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "deep.json"
     config.write_text("[" * 100_000 + "]" * 100_000)
     argv = ["dedup", "--input", str(tmp_path), "--output", str(tmp_path / "o"), "--config", str(config)]
-    result = subprocess.run([sys.executable, "-m", "jobs", *argv], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2
-    assert result.stderr == f"error: config file {config} nests too deeply to be a job config\n"
-    debug = subprocess.run([sys.executable, "-m", "jobs", *argv, "--debug"], cwd=ROOT, capture_output=True, text=True,
-                           timeout=60)  # fmt: skip
-    assert debug.returncode == 2 and debug.stderr.startswith("Traceback") and debug.stderr.endswith(result.stderr)
+    capsys.readouterr()
+    assert main(argv) == 2  # in this process: stderr is the one line, nothing before it (Spark not started)
+    stderr = capsys.readouterr().err
+    assert stderr == f"error: config file {config} nests too deeply to be a job config\n"
+    assert main([*argv, "--debug"]) == 2
+    debug = capsys.readouterr().err
+    assert debug.startswith("Traceback") and debug.endswith(stderr)
 
 
 # 14. The DynamoDB manifest without a region or credentials: one line, exit 2.

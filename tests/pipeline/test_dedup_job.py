@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
-import subprocess
-import sys
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,16 +40,26 @@ def spark_conf(spark: SparkSession, **settings: str) -> Iterator[None]:
                 spark.conf.set(key, old)
 
 
+GENERATED = GenerateOptions(events=3000, seed=11, files=3, duplicate_share=0.05, bad_share=0.01)
+
+
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("generated")
-    generate(folder, GenerateOptions(events=3000, seed=11, files=3, duplicate_share=0.05, bad_share=0.01))
+    generate(folder, GENERATED)
     return folder
 
 
-def test_every_input_line_is_accounted_for_in_the_outputs(spark: SparkSession, generated: Path, tmp_path: Path) -> None:
-    assert dedup(generated, tmp_path) == 0
-    run = tmp_path / f"run={RUN_ID}"
+@pytest.fixture(scope="module")
+def generated_run(spark: SparkSession, generated: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The output folder of one dedup run of `generated`, done once: tests read or copy it, never change it."""
+    output = tmp_path_factory.mktemp("generated-run")
+    assert dedup(generated, output) == 0
+    return output
+
+
+def test_every_input_line_is_accounted_for_in_the_outputs(generated: Path, generated_run: Path) -> None:
+    run = generated_run / f"run={RUN_ID}"
     summary = json.loads((run / "summary.json").read_text())
     content = run_folder_content(run)
     counts = summary["counts"]
@@ -79,10 +89,10 @@ def test_every_input_line_is_accounted_for_in_the_outputs(spark: SparkSession, g
 
 
 def test_a_rerun_with_the_same_run_id_replaces_the_folder_with_identical_content(
-    spark: SparkSession, generated: Path, tmp_path: Path
+    spark: SparkSession, generated: Path, generated_run: Path, tmp_path: Path
 ) -> None:
+    shutil.copytree(generated_run, tmp_path, dirs_exist_ok=True)  # the first run (done once, copied)
     run = tmp_path / f"run={RUN_ID}"
-    assert dedup(generated, tmp_path) == 0
     first = run_folder_content(run)
     first_counts = json.loads((run / "summary.json").read_text())["counts"]
     (run / "good" / "stale-part-from-a-failed-attempt.txt").write_text("stale\n")
@@ -92,38 +102,36 @@ def test_a_rerun_with_the_same_run_id_replaces_the_folder_with_identical_content
 
 
 def test_output_does_not_depend_on_file_order_or_partitioning(
-    spark: SparkSession, generated: Path, tmp_path: Path
+    spark: SparkSession, generated: Path, generated_run: Path, tmp_path: Path
 ) -> None:
+    """The generated lines (3 files, in order, the session's partitioning: the run done once) against the same
+    lines shuffled into 7 files, read in 64 KiB splits and shuffled into 7 partitions."""
     lines = read_lines(generated)
-    one_file, many_files = tmp_path / "one", tmp_path / "many"
-    one_file.mkdir()
+    many_files = tmp_path / "many"
     many_files.mkdir()
-    (one_file / "all.tsv").write_text("\n".join(lines) + "\n")
     shuffled = lines[:]
     random.Random(5).shuffle(shuffled)
     for i in range(7):
         (many_files / f"{i:02d}.tsv").write_text("\n".join(shuffled[i::7]) + "\n")
 
-    assert dedup(one_file, tmp_path / "out-one") == 0
     with spark_conf(spark, **{"spark.sql.shuffle.partitions": "7", "spark.sql.files.maxPartitionBytes": "65536",
                               "spark.sql.adaptive.enabled": "false"}):  # fmt: skip
         assert dedup(many_files, tmp_path / "out-many") == 0
-    assert run_folder_content(tmp_path / "out-one" / f"run={RUN_ID}") == run_folder_content(
+    assert run_folder_content(generated_run / f"run={RUN_ID}") == run_folder_content(
         tmp_path / "out-many" / f"run={RUN_ID}"
     )
 
 
-def test_gzip_input_and_output(spark: SparkSession, tmp_path: Path) -> None:
-    plain, zipped = tmp_path / "plain", tmp_path / "zipped"
-    generate(plain, GenerateOptions(events=500, seed=3, duplicate_share=0.1))
-    generate(zipped, GenerateOptions(events=500, seed=3, duplicate_share=0.1, gzip=True))
+def test_gzip_input_and_output(spark: SparkSession, generated_run: Path, tmp_path: Path) -> None:
+    """The lines of `generated` gzipped in, gzipped out: the same content as the plain run (done once)."""
+    zipped = tmp_path / "zipped"
+    generate(zipped, dataclasses.replace(GENERATED, gzip=True))
     assert list(zipped.glob("*.tsv.gz"))
     config = tmp_path / "gzip.json"
     config.write_text('{"output": {"compression": "gzip"}}')
-    assert dedup(plain, tmp_path / "out-plain") == 0
     assert dedup(zipped, tmp_path / "out-zipped", "--config", str(config)) == 0
     assert list((tmp_path / "out-zipped" / f"run={RUN_ID}" / "good").glob("*.gz"))
-    assert run_folder_content(tmp_path / "out-plain" / f"run={RUN_ID}") == run_folder_content(
+    assert run_folder_content(generated_run / f"run={RUN_ID}") == run_folder_content(
         tmp_path / "out-zipped" / f"run={RUN_ID}"
     )
 
@@ -163,17 +171,23 @@ def test_a_missing_input_is_a_clear_error(
         ("{not json", "is not valid JSON"),
     ],
 )
-def test_config_errors_stop_before_spark(tmp_path: Path, config: str, message: str) -> None:
+def test_config_errors_stop_before_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, config: str, message: str
+) -> None:
+    from jobs.runtime import session
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(session, "spark_session", refuse)  # in this process: Spark's start refused
     path = tmp_path / "config.json"
     path.write_text(config)
-    result = subprocess.run(
-        [sys.executable, "-m", "jobs", "dedup", "--input", str(tmp_path), "--output", str(tmp_path / "out"), "--config", str(path)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 2
-    assert result.stderr.startswith(f"error: {path}: ") or result.stderr.startswith(f"error: config file {path}")
-    assert message in result.stderr
-    assert "Spark" not in result.stderr
+    code = main(["dedup", "--input", str(tmp_path), "--output", str(tmp_path / "out"), "--config", str(path)])
+    stderr = capsys.readouterr().err
+    assert code == 2
+    assert stderr.startswith(f"error: {path}: ") or stderr.startswith(f"error: config file {path}")
+    assert message in stderr
+    assert "Spark" not in stderr  # no "starting Spark" phase line either
 
 
 def test_a_bad_run_id_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -41,47 +41,40 @@ def write(path: Path, *lines: str, end: str = "\n") -> Path:
     return path
 
 
-def test_an_upload_in_progress_is_listed_not_read_and_read_once_renamed(spark: SparkSession, tmp_path: Path) -> None:
-    root, output, plain = tmp_path / "enriched", tmp_path / "out", tmp_path / "plain"
-    write(root / "a.tsv", event(ID_A))
-    upload = write(root / "late.tsv._COPYING_", event(ID_B, event_fingerprint="fp-2"))
-    in_progress = [{"path": f"file://{upload}", "size": upload.stat().st_size}]
-
-    assert dedup(root, output, RUN_ID, "--incremental") == 0
-    first = summary_of(output, RUN_ID)
-    assert (first["counts"]["input"], first["input_files"]["files"]) == (1, 1)
-    assert first["input_files"]["in_progress"] == in_progress
-    entry = json.loads((output / "_ledger" / f"{1:020d}.json").read_text())
-    assert [file["path"] for file in entry["files"]] == [str(root / "a.tsv")]  # the upload is not recorded as read
-    assert dedup(root, plain, RUN_ID) == 0  # a plain run: the same rule
-    assert summary_of(plain, RUN_ID)["input_files"]["in_progress"] == in_progress
-    assert lines_of(plain / f"run={RUN_ID}" / "good") == [event(ID_A)]
-
-    upload.rename(root / "late.tsv")  # the upload done: the next run reads it, once
-    assert dedup(root, output, LATER, "--incremental") == 0
-    assert summary_of(output, LATER)["input_files"]["in_progress"] == []
-    delivered = lines_of(output / f"run={RUN_ID}" / "good") + lines_of(output / f"run={LATER}" / "good")
-    assert sorted(delivered) == sorted([event(ID_A), event(ID_B, event_fingerprint="fp-2")])
-
-
-def test_symlinked_folders_and_underscore_names_are_read_alike_in_every_mode(
+def test_uploads_in_progress_symlinked_folders_and_underscore_names_are_listed_alike_in_every_mode(
     spark: SparkSession, tmp_path: Path
 ) -> None:
+    """One input folder, a plain and an incremental run of it, then the next incremental run (merged from
+    test_an_upload_in_progress_is_listed_not_read_and_read_once_renamed and
+    test_symlinked_folders_and_underscore_names_are_read_alike_in_every_mode: they ran the same runs)."""
     root, elsewhere = tmp_path / "enriched", tmp_path / "elsewhere"
+    output, plain = tmp_path / "incremental", tmp_path / "plain"
     write(root / "a" / "x.tsv", event(ID_A))
     write(elsewhere / "y.tsv", event(ID_B, event_fingerprint="fp-2"))
     os.symlink(elsewhere, root / "linked")  # followed, as Hadoop's local file system follows it
     os.symlink(root, root / "a" / "loop")  # a link back up: not followed (its files are listed once already)
     write(root / "_year=2026.tsv", event(ID_C, event_fingerprint="fp-3"))  # a name starting with _: hidden
+    upload = write(root / "late.tsv._COPYING_", event(ID_D, event_fingerprint="fp-4"))  # an upload in progress
+    in_progress = [{"path": f"file://{upload}", "size": upload.stat().st_size}]
     expected = sorted([event(ID_A), event(ID_B, event_fingerprint="fp-2")])
 
-    for output, extra in ((tmp_path / "plain", ()), (tmp_path / "incremental", ("--incremental",))):
-        assert dedup(root, output, RUN_ID, *extra) == 0, extra
-        assert lines_of(output / f"run={RUN_ID}" / "good") == expected, extra
-        summary = summary_of(output, RUN_ID)
+    # Plain and incremental runs read the same files: the linked folder's, not the hidden name's nor the upload's;
+    # the upload is listed as in progress.
+    for folder, extra in ((output, ("--incremental",)), (plain, ())):
+        assert dedup(root, folder, RUN_ID, *extra) == 0, extra
+        assert lines_of(folder / f"run={RUN_ID}" / "good") == expected, extra
+        summary = summary_of(folder, RUN_ID)
         assert (summary["counts"]["input"], summary["input_files"]["files"]) == (2, 2), extra
-    entry = json.loads((tmp_path / "incremental" / "_ledger" / f"{1:020d}.json").read_text())
+        assert summary["input_files"]["in_progress"] == in_progress, extra
+    entry = json.loads((output / "_ledger" / f"{1:020d}.json").read_text())
+    # The upload is not recorded as read; the linked file is, by its path through the link.
     assert [file["path"] for file in entry["files"]] == [str(root / "a" / "x.tsv"), str(root / "linked" / "y.tsv")]
+
+    upload.rename(root / "late.tsv")  # the upload done: the next run reads it, once
+    assert dedup(root, output, LATER, "--incremental") == 0
+    assert summary_of(output, LATER)["input_files"]["in_progress"] == []
+    delivered = lines_of(output / f"run={RUN_ID}" / "good") + lines_of(output / f"run={LATER}" / "good")
+    assert sorted(delivered) == sorted([*expected, event(ID_D, event_fingerprint="fp-4")])
 
 
 def test_a_bare_carriage_return_inside_a_field_is_data(spark: SparkSession, tmp_path: Path) -> None:

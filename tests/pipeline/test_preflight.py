@@ -3,24 +3,34 @@ written."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from jobs.errors import InputNotFoundError
+from jobs.runtime.cli import main
 from jobs.runtime.preflight import require_local_input
 
 NO_FILES = "holds no input files (names starting with _ or . are skipped); nothing to do"
 
 
-def jobs_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "jobs", *args, "--run-id", "2026-11-25-05-00-00"],
-        capture_output=True, text=True, timeout=120, env=env,
-    )  # fmt: skip
+@pytest.fixture
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line in this process, with Spark's start refused: a mistake told after Spark started fails."""
+    from jobs.runtime import session
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(session, "spark_session", refuse)
+
+
+def jobs_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str]]:
+    """The exit code and stderr lines of the command line run in this process (stderr: only the error line, no
+    "starting Spark" phase line before it)."""
+    capsys.readouterr()
+    code = main([*args, "--run-id", "2026-11-25-05-00-00"])
+    return code, capsys.readouterr().err.splitlines()
 
 
 def tree(root: Path) -> list[str]:
@@ -67,7 +77,9 @@ def folders(tmp_path: Path) -> dict[str, Path]:
         ),
     ],
 )
-def test_path_mistakes_stop_before_spark(folders: dict[str, Path], command: str, case: str, expected: str) -> None:
+def test_path_mistakes_stop_before_spark(
+    folders: dict[str, Path], no_spark: None, capsys: pytest.CaptureFixture[str], command: str, case: str, expected: str
+) -> None:
     source, output = folders.get(case, folders["events"]), folders["root"] / "out"
     if case == "output inside input":
         output = folders["events"] / "out"
@@ -75,9 +87,9 @@ def test_path_mistakes_stop_before_spark(folders: dict[str, Path], command: str,
         output = folders["root"]
     args = ["--input", str(source)] + ([] if command == "populate-manifest" else ["--output", str(output)])
     before = tree(folders["root"])
-    result = jobs_cli(command, *args)
-    assert result.returncode == 2
-    assert result.stderr.splitlines() == [expected.format(**{name: str(path) for name, path in folders.items()})]
+    code, err = jobs_cli(capsys, command, *args)
+    assert code == 2
+    assert err == [expected.format(**{name: str(path) for name, path in folders.items()})]
     assert tree(folders["root"]) == before  # nothing written, nothing removed
 
 
@@ -110,17 +122,23 @@ def test_path_mistakes_stop_before_spark(folders: dict[str, Path], command: str,
         ),
     ],
 )
-def test_manifest_mistakes_stop_before_spark(folders: dict[str, Path], manifest: str, expected: str) -> None:
-    no_region = {k: v for k, v in os.environ.items() if k not in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE")}
-    no_region["AWS_CONFIG_FILE"] = str(folders["missing"])  # no profile to take a region from
+def test_manifest_mistakes_stop_before_spark(
+    folders: dict[str, Path], no_spark: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    manifest: str, expected: str,
+) -> None:  # fmt: skip
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(folders["missing"]))  # no profile to take a region from
+    import boto3
+
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # it caches the region earlier tests resolved
     output, paths = folders["root"] / "out", {name: str(path) for name, path in folders.items()}
     before = tree(folders["root"])
-    result = jobs_cli(
-        "dedup", "--input", paths["events"], "--output", str(output), "--manifest", manifest.format(**paths),
-        env=no_region,
-    )  # fmt: skip
-    assert result.returncode == 2
-    assert result.stderr.splitlines() == [expected.format(**paths)]
+    code, err = jobs_cli(
+        capsys, "dedup", "--input", paths["events"], "--output", str(output), "--manifest", manifest.format(**paths)
+    )
+    assert code == 2
+    assert err == [expected.format(**paths)]
     assert tree(folders["root"]) == before  # no output, no manifest made
 
 
