@@ -1,13 +1,17 @@
 """An unfinished run never counts: a run killed after it wrote to the manifest, or killed during `run`'s shred,
 stops the next run with one line, and following that line leaves every event in exactly one completed run.
 
-The killed runs are real processes that die (`os._exit`, as `kill -9` would: leases left behind) at a fixed
-point: when their run folder is about to be sealed, after every output and every manifest write.
+The killed runs are real: one process (`killed_runs`, shared by the module's killed-run tests) runs each of them in a
+thread of its own up to a fixed point, when its run folder is about to be sealed, after every output and every
+manifest write, and there holds it; once all of them are there it dies (`os._exit`, as `kill -9` would: every
+lease left behind). One process start instead of one each: what each run leaves is what its own killed process
+would have left.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -15,7 +19,9 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import boto3
 import pytest
@@ -36,27 +42,124 @@ from tests.pipeline.helpers import write_lines as write
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_0, RUN_A, RUN_B, RUN_C = "2026-11-24-00-00-00", "2026-11-24-01-00-00", "2026-11-24-02-00-00", "2026-11-24-03-00-00"
-# Dies at the Nth seal of a run folder (dedup's is the first; in `run`, shred's the second).
-DIES_AT_SEAL = """
-import os, sys
+# Runs each command of KILLED_RUNS ([argv, n]) in a thread of its own until its nth seal of a run folder (dedup's is
+# the first; in `run`, shred's the second), where the thread stays, then the next; then the process dies.
+DIES_AT_SEALS = """
+import json, os, sys, threading
 from jobs.fs.run_folder import RunFolder
-seals, seal = [], RunFolder.seal
+seal, this = RunFolder.seal, threading.local()
 def dying(self):
-    seals.append(self.path)
-    if len(seals) == int(os.environ["DIE_AT_SEAL"]):
-        os._exit(137)
+    this.seals += 1
+    if this.seals == this.fatal:
+        this.held.set()
+        threading.Event().wait()  # held before its seal until the process dies
     seal(self)
 RunFolder.seal = dying
 from jobs.runtime.cli import main
-sys.exit(main(sys.argv[1:]))
+def killed(argv, fatal, held, ended):
+    this.seals, this.fatal, this.held = 0, fatal, held
+    try:
+        ended.append(main(argv))
+    finally:
+        held.set()
+for argv, fatal in json.loads(os.environ["KILLED_RUNS"]):
+    held, ended = threading.Event(), []
+    threading.Thread(target=killed, args=(argv, fatal, held, ended), daemon=True).start()
+    held.wait()
+    if ended:
+        sys.exit(f"{argv} ended (exit {ended[0]}) before its seal {fatal}")
+os._exit(137)
 """
+ATOMIC = "output=good/vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
+SMALL = {"spark": {"conf": {"spark.sql.shuffle.partitions": "4"}}}  # as the test session: fewer tasks to start
 
 
-def killed(argv: list[str], at_seal: int) -> None:
-    """Run the command in a process that dies at its `at_seal`th run-folder seal."""
-    result = subprocess.run([sys.executable, "-c", DIES_AT_SEAL, *argv], cwd=ROOT, capture_output=True, text=True,
-                            env={**os.environ, "DIE_AT_SEAL": str(at_seal)}, timeout=600)  # fmt: skip
-    assert result.returncode == 137, result.stderr
+class LedgerCase(NamedTuple):
+    """An incremental dedup against a manifest of `backend`, killed at its seal (`test_a_killed_run_with_...`)."""
+
+    root: Path
+    output: Path
+    manifest: str
+    settings: Path
+
+    def dedup(self, run_id: str) -> list[str]:
+        return ["dedup", "--input", str(self.root), "--output", str(self.output), "--run-id", run_id, "--incremental",
+                "--manifest", self.manifest, "--config", str(self.settings)]  # fmt: skip
+
+
+def ledger_case(base: Path, backend: str) -> LedgerCase:
+    folder = base / f"ledger-{backend}"
+    manifest = f"sqlite:{folder / 'manifest.db'}" if backend == "sqlite" else f"lake:{folder / 'manifest'}"
+    return LedgerCase(folder / "in", folder / "out", manifest, folder / "config.json")
+
+
+class RedoCase(NamedTuple):
+    """A `run` killed at its dedup's seal, every path relative to `work` (`test_the_printed_redo_...`)."""
+
+    work: Path
+    elsewhere: Path
+
+    @staticmethod
+    def argv(run_id: str, batch: str) -> list[str]:
+        return ["run", "--input", f"in put/{batch}", "--output", "out [x]", "--run-id", run_id,
+                "--manifest", "sqlite:the manifest.db", "--config", "con fig.json", "--synthetic", "quarantine"]  # fmt: skip
+
+
+def redo_case(base: Path) -> RedoCase:
+    return RedoCase(base / "team's batches", base / "another folder")
+
+
+class ShredCase(NamedTuple):
+    """A late `run` killed at its shred's seal (`test_a_late_run_killed_during_shred_...`)."""
+
+    root: Path
+    output: Path
+
+    def pipeline(self, run_id: str, batch: str) -> list[str]:
+        return ["run", "--input", str(self.root / batch), "--output", str(self.output), "--run-id", run_id]
+
+
+def shred_case(base: Path) -> ShredCase:
+    return ShredCase(base / "late" / "in", base / "late" / "out dir")  # the printed command must be quoted to paste
+
+
+@pytest.fixture(scope="module")
+def killed_runs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Each killed-run test's folder (`*_case(base)`), as its run killed before its seal left it: the runs before it
+    completed in-process, the killed ones all in one process that died (each test takes only its own folder)."""
+    base = tmp_path_factory.mktemp("killed")
+    doomed: list[tuple[list[str], int]] = []
+    for backend in ("sqlite", "lake"):
+        ledger = ledger_case(base, backend)
+        write(ledger.root / "a.tsv", events(range(0, 10)))
+        # a lake of 4 bucket files a segment, not 64: quicker
+        ledger.settings.write_text(json.dumps({"manifest": {"buckets": 4}, **SMALL}))
+        doomed.append(([*ledger.dedup(RUN_A), "--create"], 1))  # its 10 pairs in the manifest, its folder unsealed
+
+    redo = redo_case(base)
+    redo.elsewhere.mkdir()
+    redo.work.mkdir()
+    (redo.work / "con fig.json").write_text(json.dumps({"manifest": {"ttl_days": 30}, **SMALL}))
+    write(redo.work / "in put" / "0" / "a.tsv", events(range(0, 5)))
+    synthetic = [event(uuid(9), event_fingerprint="fp-1"), event(uuid(9), event_fingerprint="fp-2")]
+    write(redo.work / "in put" / "a" / "a.tsv", [*events(range(3, 9)), *synthetic])  # 3 and 4 delivered by run 0
+    write(redo.work / "in put" / "b" / "a.tsv", events(range(7, 12)))
+    with pytest.MonkeyPatch.context() as patched:
+        patched.chdir(redo.work)  # every path the runs are given is relative to it
+        assert main([*redo.argv(RUN_0, "0"), "--create"]) == 0
+    doomed.append((redo.argv(RUN_A, "a"), 1))  # its pairs in the manifest, its folder unsealed
+
+    late = shred_case(base)
+    for batch, numbers in (("a", range(0, 4)), ("b", range(4, 6)), ("c", range(6, 8))):
+        write(late.root / batch / "events.tsv", events(numbers))
+    assert main(late.pipeline(RUN_B, "b")) == 0  # the latest run, complete
+    doomed.append((late.pipeline(RUN_A, "a"), 2))  # the late batch: dedup sealed, shred killed before its seal
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KILLED_RUNS": json.dumps(doomed)}
+    died = subprocess.run([sys.executable, "-c", DIES_AT_SEALS], cwd=redo.work, env=env, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert died.returncode == 137, died.stderr
+    yield base
 
 
 def stale_lease(line: str) -> Path:
@@ -69,27 +172,17 @@ def stale_lease(line: str) -> Path:
 @pytest.mark.slow  # a Spark process that dies, then the runs that follow the printed way out
 @pytest.mark.parametrize("backend", ["sqlite", "lake"])
 def test_a_killed_run_with_its_ledger_entry_deleted_stops_the_next_run_until_it_is_redone(
-    spark: SparkSession, tmp_path: Path, backend: str, capsys: pytest.CaptureFixture[str]
+    killed_runs: Path, backend: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root, output = tmp_path / "in", tmp_path / "out"
-    manifest = f"sqlite:{tmp_path / 'manifest.db'}" if backend == "sqlite" else f"lake:{tmp_path / 'manifest'}"
-    write(root / "a.tsv", events(range(0, 10)))
-    settings = tmp_path / "config.json"
-    settings.write_text('{"manifest": {"buckets": 4}}')  # a lake of 4 bucket files a segment, not 64: quicker
-
-    def dedup(run_id: str) -> list[str]:
-        return ["dedup", "--input", str(root), "--output", str(output), "--run-id", run_id, "--incremental",
-                "--manifest", manifest, "--config", str(settings)]  # fmt: skip
-
-    killed([*dedup(RUN_A), "--create"], at_seal=1)  # its 10 pairs are in the manifest, its folder unsealed
+    root, output, manifest, settings = case = ledger_case(killed_runs, backend)
     write(root / "b.tsv", events(range(5, 15)))  # 5 events again, 5 new
     (output / "_ledger" / f"{1:020d}.json").unlink()  # what the ledger's message once offered: A's files to B
     if backend == "lake":  # and its register folder removed too: the run's commit still holds its entry
-        shutil.rmtree(tmp_path / "manifest" / "_runs")
+        shutil.rmtree(Path(manifest.removeprefix("lake:")) / "_runs")
 
-    assert main(dedup(RUN_B)) == 1  # the killed run's manifest lease is still there
+    assert main(case.dedup(RUN_B)) == 1  # the killed run's manifest lease is still there
     stale_lease(error_line(capsys)).unlink()
-    assert main(dedup(RUN_B)) == 1
+    assert main(case.dedup(RUN_B)) == 1
     assert error_line(capsys) == (
         f"error: manifest {manifest}: run {RUN_A} recorded its events and has not completed (no "
         f"{output}/run={RUN_A}/_SUCCESS), so no later run may decide against them; nothing was written. "
@@ -100,10 +193,10 @@ def test_a_killed_run_with_its_ledger_entry_deleted_stops_the_next_run_until_it_
     )
     assert not (output / f"run={RUN_B}").exists() and not list((output / "_ledger").glob("*.json"))
 
-    assert main(dedup(RUN_A)) == 1  # the printed redo: first the killed run's own folder lease
+    assert main(case.dedup(RUN_A)) == 1  # the printed redo: first the killed run's own folder lease
     stale_lease(error_line(capsys)).unlink()
-    assert main(dedup(RUN_A)) == 0
-    assert main(dedup(RUN_B)) == 0  # nothing new: exit 0, no run
+    assert main(case.dedup(RUN_A)) == 0
+    assert main(case.dedup(RUN_B)) == 0  # nothing new: exit 0, no run
     assert "nothing to do" in capsys.readouterr().out
     # Every event once, in the one completed run; none counted as delivered by the unfinished attempt.
     assert read_lines(output / f"run={RUN_A}" / "good") == sorted(events(range(0, 15)))
@@ -113,22 +206,14 @@ def test_a_killed_run_with_its_ledger_entry_deleted_stops_the_next_run_until_it_
 
 @pytest.mark.slow  # a Spark process that dies, then the runs that follow the printed way out
 def test_a_late_run_killed_during_shred_stops_the_next_run_until_the_pasted_shred_command_completes_it(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    killed_runs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A late batch run with an earlier id than the latest completed run, killed in shred: the latest earlier run
     is complete, and the next run stops all the same (the register of unfinished shreds, `jobs.fs.shreds`)."""
-    root, output = tmp_path / "in", tmp_path / "out dir"  # the printed command must be quoted to paste
-    for batch, numbers in (("a", range(0, 4)), ("b", range(4, 6)), ("c", range(6, 8))):
-        write(root / batch / "events.tsv", events(numbers))
-
-    def pipeline(run_id: str, batch: str) -> list[str]:
-        return ["run", "--input", str(root / batch), "--output", str(output), "--run-id", run_id]
-
-    assert main(pipeline(RUN_B, "b")) == 0  # the latest run, complete
-    killed(pipeline(RUN_A, "a"), at_seal=2)  # the late batch: dedup sealed, shred killed before its seal
+    case = shred_case(killed_runs)
+    output = case.output
     shredded, lease = output / "shredded", output / "shredded" / "_leases" / f"run={RUN_A}.json"
-    capsys.readouterr()
-    assert main(pipeline(RUN_C, "c")) == 1
+    assert main(case.pipeline(RUN_C, "c")) == 1
     quoted = f"'{output}/deduplicated/run={RUN_A}/good' --output '{shredded}' --run-id {RUN_A}"
     command = f"python -m jobs shred --input {quoted}"
     assert error_line(capsys) == (
@@ -143,14 +228,13 @@ def test_a_late_run_killed_during_shred_stops_the_next_run_until_the_pasted_shre
     pasted = subprocess.run(["bash", "-c", command], cwd=ROOT, env={**os.environ, "PATH": path},
                             capture_output=True, text=True, timeout=600)  # fmt: skip
     assert pasted.returncode == 0, pasted.stderr
-    assert main(pipeline(RUN_C, "c")) == 0
-    atomic = "output=good/vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
+    assert main(case.pipeline(RUN_C, "c")) == 0
     sealed = [folder for folder in output.glob("*/run=*") if (folder / "_SUCCESS").exists()]
     assert len(sealed) == 6  # dedup and shred of A, B and C
     good = sorted(line.split("\t")[6] for folder in sealed if folder.parent.name == "deduplicated"
                   for line in read_lines(folder / "good"))  # fmt: skip
     shred = sorted(line.split("\t")[6] for folder in sealed if folder.parent == shredded
-                   for line in read_lines(folder / atomic))  # fmt: skip
+                   for line in read_lines(folder / ATOMIC))  # fmt: skip
     assert good == shred == [uuid(number) for number in range(0, 8)]  # every event once, in the warehouse's input
     assert list((output / "deduplicated" / "_shred_pending").iterdir()) == []
 
@@ -163,35 +247,18 @@ def completed_ids(folders: list[Path], subfolder: str) -> list[str]:
 
 @pytest.mark.slow  # a Spark process that dies, then its printed redo pasted into a shell
 def test_the_printed_redo_pasted_into_a_shell_leaves_every_event_once(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    killed_runs: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The redo a later run prints is the killed run's whole command line: pasted as printed, from another folder,
     it keeps the manifest (without it the redo would deliver the first run's events again), --synthetic and --config;
     paths with spaces, quotes and brackets stay one word each. `run` (dedup's redo is built the same way, and a `run`
     redo also completes the shred)."""
-    work, elsewhere = tmp_path / "team's batches", tmp_path / "another folder"
-    elsewhere.mkdir()
-    work.mkdir()
+    work, elsewhere = redo_case(killed_runs)
     monkeypatch.chdir(work)  # every path the runs are given is relative to it
     output = Path("out [x]")
-    (work / "con fig.json").write_text('{"manifest": {"ttl_days": 30}}')
-    write(work / "in put" / "0" / "a.tsv", events(range(0, 5)))
-    synthetic = [event(uuid(9), event_fingerprint="fp-1"), event(uuid(9), event_fingerprint="fp-2")]
-    write(work / "in put" / "a" / "a.tsv", [*events(range(3, 9)), *synthetic])  # 3 and 4 delivered by run 0
-    write(work / "in put" / "b" / "a.tsv", events(range(7, 12)))
-
-    def argv(run_id: str, batch: str) -> list[str]:
-        return ["run", "--input", f"in put/{batch}", "--output", str(output), "--run-id", run_id,
-                "--manifest", "sqlite:the manifest.db", "--config", "con fig.json", "--synthetic", "quarantine"]  # fmt: skip
-
-    assert main([*argv(RUN_0, "0"), "--create"]) == 0
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DIE_AT_SEAL": "1"}
-    died = subprocess.run([sys.executable, "-c", DIES_AT_SEAL, *argv(RUN_A, "a")], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert died.returncode == 137, died.stderr  # its pairs are in the manifest, its folder unsealed
-    assert main(argv(RUN_B, "b")) == 1  # the killed run's manifest lease, which the line names
+    assert main(RedoCase.argv(RUN_B, "b")) == 1  # the killed run's manifest lease, which the line names
     Path(shlex.split(error_line(capsys).rsplit("remove its lease ", 1)[1])[0]).unlink()
-    assert main(argv(RUN_B, "b")) == 1
+    assert main(RedoCase.argv(RUN_B, "b")) == 1
     printed = error_line(capsys).split("Else redo it first: ", 1)[1]
     assert printed == (
         f"python -m jobs run --input {shlex.quote(str(work / 'in put' / 'a'))} --output "
@@ -206,16 +273,15 @@ def test_the_printed_redo_pasted_into_a_shell_leaves_every_event_once(
     redo = subprocess.run(["bash", "-c", printed], cwd=elsewhere, env=shell, capture_output=True, text=True,
                           timeout=600)  # fmt: skip
     assert redo.returncode == 0, redo.stderr
-    assert main(argv(RUN_B, "b")) == 0
+    assert main(RedoCase.argv(RUN_B, "b")) == 0
 
     runs = [dedup_output / f"run={run_id}" for run_id in (RUN_0, RUN_A, RUN_B)]
     assert all((run / "_SUCCESS").exists() for run in runs)
     once = sorted(uuid(number) for number in range(0, 12) if number != 9)
     assert completed_ids(runs, "good") == once  # nothing missing, nothing delivered twice
     assert completed_ids(runs, "quarantine") == [uuid(9)] * 2  # --synthetic quarantine kept by the redo
-    atomic = "output=good/vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
     shredded = [work / output / "shredded" / f"run={run_id}" for run_id in (RUN_0, RUN_A, RUN_B)]
-    assert completed_ids(shredded, atomic) == once  # and in the warehouse's input, once
+    assert completed_ids(shredded, ATOMIC) == once  # and in the warehouse's input, once
 
 
 def test_a_run_killed_after_sealing_is_taken_as_complete(tmp_path: Path) -> None:

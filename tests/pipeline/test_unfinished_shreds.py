@@ -1,14 +1,12 @@
 """Every sealed dedup run's shred completes before the next run: a late batch run with an earlier id than the latest
 completed run, its shred failed, stops the next run (`run`, and `dedup --shredded` as the deployed state machine runs
-it), and the printed command, pasted into a shell, completes it: every event in exactly one completed output.
+it), and the printed command completes it: every event in exactly one completed output.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+import shlex
 from pathlib import Path
 
 import boto3
@@ -21,7 +19,6 @@ from jobs.shred import job as shred_job
 from tests.pipeline.helpers import event, read_lines
 from tests.pipeline.helpers import numbered_id as uuid
 
-ROOT = Path(__file__).resolve().parents[2]
 RUN_A, RUN_B, RUN_C = "2026-11-24-01-00-00", "2026-11-24-02-00-00", "2026-11-24-03-00-00"
 ATOMIC = "output=good/vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
 COMPLETE = "Complete it first, then run again: "
@@ -31,20 +28,13 @@ def failing(*_: object) -> None:
     raise RuntimeError("injected: the shred step fails before it writes")
 
 
-def pasted(command: str) -> subprocess.CompletedProcess[str]:
-    """`command` run by a shell, as an operator pastes it (`python` is this interpreter)."""
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    return subprocess.run(["bash", "-c", command], cwd=ROOT, env={**os.environ, "PATH": path},
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
-
-
 def sealed_ids(output: Path, data: str) -> list[str]:
     """The event ids in `data` of every sealed run folder under `output`, sorted (a double shows twice)."""
     runs = [folder for folder in output.glob("run=*") if (folder / "_SUCCESS").exists()]
     return sorted(line.split("\t")[6] for folder in runs for line in read_lines(folder / data))
 
 
-@pytest.mark.slow  # four dedup and shred runs, and the pasted command in a fresh process
+@pytest.mark.slow  # four dedup and shred runs, and the printed command
 def test_a_late_batch_whose_shred_failed_stops_the_next_dedup_with_shredded_until_the_printed_command_completes_it(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -75,8 +65,11 @@ def test_a_late_batch_whose_shred_failed_stops_the_next_dedup_with_shredded_unti
     )
     assert sorted(path.name for path in deduplicated.glob("run=*")) == [f"run={RUN_A}", f"run={RUN_B}"]
 
-    done = pasted(f"python -m jobs shred --input {quoted}")  # the printed way out, through a shell
-    assert done.returncode == 0, done.stderr
+    # The printed way out, read as a shell reads it and run in-process: the paste of the same command through a shell
+    # is test_unfinished_runs.py's (test_a_late_run_killed_during_shred_...), where a `run`'s shred was killed.
+    printed = shlex.split(f"python -m jobs shred --input {quoted}")
+    assert printed[:3] == ["python", "-m", "jobs"]
+    assert main(printed[3:]) == 0
     assert start(RUN_C, "c") == 0
     assert list((deduplicated / "_shred_pending").iterdir()) == []  # each shred removed its run's marker
     everything = [uuid(n) for n in range(0, 7)]
