@@ -51,6 +51,21 @@ def sidecar(path: Path) -> Path:
     return path.with_name(f".{path.name}.crc")
 
 
+@pytest.fixture(scope="module")
+def after_run_1(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run 1 (EVERY) done once on a lake manifest of 4 buckets: its folder (manifest, out, b1, config.json), for tests
+    to copy and go on from, never to change. Its commit names run 1's folder here, completed."""
+    base = tmp_path_factory.mktemp("run-1")
+    dedup(write_batch(base / "b1", EVERY), base / "out", RUN_1, f"lake:{base / 'manifest'}", config(base), "--create")
+    return base
+
+
+def after_run_1_in(tmp_path: Path, after_run_1: Path) -> tuple[Path, str, Path]:
+    """A copy of run 1's lake manifest in tmp_path (Hadoop's `.crc` files with it): root, settings, out."""
+    shutil.copytree(after_run_1 / "manifest", tmp_path / "manifest")
+    return tmp_path / "manifest", config(tmp_path), tmp_path / "out"
+
+
 def refused(source: Path, out: Path, run_id: str, root: Path, settings: str, capsys: pytest.CaptureFixture[str]) -> str:
     """Run dedup expecting exit 1: the last line it printed."""
     capsys.readouterr()
@@ -60,10 +75,9 @@ def refused(source: Path, out: Path, run_id: str, root: Path, settings: str, cap
 
 
 def test_a_damaged_lake_manifest_stops_the_run_before_it_writes(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], after_run_1: Path
 ) -> None:
-    root, settings, out = tmp_path / "manifest", config(tmp_path), tmp_path / "out"
-    dedup(write_batch(tmp_path / "b1", EVERY), out, RUN_1, f"lake:{root}", settings, "--create")
+    root, settings, out = after_run_1_in(tmp_path, after_run_1)
     [name] = segment_folders(root)
     folder = root / "segments" / f"segment={name}"
     files = sorted(folder.glob("*.parquet"))
@@ -148,10 +162,9 @@ def test_a_damaged_lake_manifest_stops_the_run_before_it_writes(
 
 
 def test_a_commit_of_the_previous_version_is_checked_by_its_file_count(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], after_run_1: Path
 ) -> None:
-    root, settings, out = tmp_path / "manifest", config(tmp_path), tmp_path / "out"
-    dedup(write_batch(tmp_path / "b1", EVERY), out, RUN_1, f"lake:{root}", settings, "--create")
+    root, settings, out = after_run_1_in(tmp_path, after_run_1)
     # As the previous version wrote it: each segment with its file count, no file names.
     path = root / "_commits" / "0000000001.json"
     document = json.loads(path.read_text())
@@ -185,10 +198,9 @@ def test_a_commit_of_the_previous_version_is_checked_by_its_file_count(
 
 
 def test_a_newest_commit_cut_or_deleted_stops_the_run(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], after_run_1: Path
 ) -> None:
-    root, settings, out = tmp_path / "manifest", config(tmp_path), tmp_path / "out"
-    dedup(write_batch(tmp_path / "b1", EVERY), out, RUN_1, f"lake:{root}", settings, "--create")
+    root, settings, out = after_run_1_in(tmp_path, after_run_1)
     second, newest = write_batch(tmp_path / "b2", EVERY), root / "_commits" / "0000000001.json"
     content, start = newest.read_bytes(), f"error: manifest lake:{root} is damaged: commit {newest}"
     # Cut (5cb60ce: a bare JSONDecodeError).

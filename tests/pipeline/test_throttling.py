@@ -73,10 +73,10 @@ def two_runs(batches: Path, output: Path, manifest: str, *extra: str) -> list[di
     return [run_folder_content(output / f"run={run_id}") for run_id in RUNS]
 
 
-def one_attempt(tmp_path: Path) -> str:
+def one_attempt(tmp_path: Path, **manifest: int) -> str:
     """A config of one attempt per request: botocore never retries, so the client itself waits out each fault."""
     config = tmp_path / "one-attempt.json"
-    config.write_text('{"manifest": {"max_attempts": 1}}')
+    config.write_text(json.dumps({"manifest": {"max_attempts": 1, **manifest}}))
     return str(config)
 
 
@@ -94,8 +94,11 @@ def test_sustained_throttling_slows_the_run_and_changes_nothing(
     # itself, as when botocore's retry quota (500 tokens, 5 a retry) is drained.
     provisioned_table(endpoint, writes=1000, reads=1000)
     faults.max_per_second = 20
+    # Two requests in flight a task, not 16: still far more than 20 a second, so throttled all along; but not 32
+    # threads waiting out ever longer (doubling) waits for the same 20 a second, which only made the run longer.
+    settings = one_attempt(tmp_path, concurrency=2)
 
-    assert two_runs(batches, tmp_path / "out", f"dynamodb://{TABLE}", "--config", one_attempt(tmp_path)) == expected
+    assert two_runs(batches, tmp_path / "out", f"dynamodb://{TABLE}", "--config", settings) == expected
     waits = sum(manifest_summary(tmp_path / "out", run_id)["throttle_waits"] for run_id in RUNS)
     assert faults.throttled > 0 and waits == faults.throttled  # each one waited out by the client
 
@@ -138,7 +141,7 @@ def test_server_errors_past_the_patience_stop_the_run_with_one_line(
     provisioned_table(endpoint, writes=1000, reads=1000)
     faults.server_errors, faults.server_error_kinds = -1, ("ServiceUnavailable",)  # for good
     config = tmp_path / "impatient.json"
-    config.write_text('{"manifest": {"max_attempts": 1, "throttle_patience_seconds": 2}}')
+    config.write_text('{"manifest": {"max_attempts": 1, "throttle_patience_seconds": 1}}')  # the least allowed
     out = tmp_path / "out"
     argv = ["dedup", "--input", str(batches / "batch=1"), "--output", str(out), "--run-id", RUNS[0]]
     capsys.readouterr()
@@ -149,7 +152,7 @@ def test_server_errors_past_the_patience_stop_the_run_with_one_line(
     assert re.fullmatch(
         rf"error: dedup run {RUNS[0]} failed, no _SUCCESS written: ManifestServerError: manifest table "
         rf"{TABLE}: a query kept failing with ServiceUnavailable \(HTTP 503\) for [0-9]+ s "
-        r"\(manifest.throttle_patience_seconds: 2\); nothing is lost: rerun with the same run id "
+        r"\(manifest.throttle_patience_seconds: 1\); nothing is lost: rerun with the same run id "
         r"\(run with --debug for the traceback\)",
         line,
     ), line
