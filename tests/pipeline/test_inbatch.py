@@ -115,14 +115,16 @@ def test_reid_gives_every_synthetic_copy_a_uuid5_and_the_duplicate_context(spark
         ID_A, event_fingerprint="fp-4", derived_contexts=f'{{ "data" : [ {UA_CONTEXT} ], "schema":"{CONTEXTS}" }}'
     )
     dup = duplicate_context(ID_A)
-    assert decide(spark, [empty, with_contexts, empty_array, spaced]) == in_order([
+    result = decide(spark, [empty, with_contexts, empty_array, spaced])
+    assert result == in_order([
         ("good", "in_batch_synthetic", reidentified(empty, "fp-1", f'{{"schema":"{CONTEXTS}","data":[{dup}]}}')),
         ("good", "in_batch_synthetic", reidentified(with_contexts, "fp-2", f'{{"schema":"{CONTEXTS}","data":[{dup},{UA_CONTEXT}]}}')),
         ("good", "in_batch_synthetic", reidentified(empty_array, "fp-3", f'{{"schema":"{CONTEXTS}","data":[{dup}]}}')),
         ("good", "in_batch_synthetic", reidentified(spaced, "fp-4", f'{{ "data" : [{dup}, {UA_CONTEXT} ], "schema":"{CONTEXTS}" }}')),
     ])  # fmt: skip
-    new_ids = [line.split("\t")[FIELD_INDEX["event_id"]] for _, _, line in decide(spark, [empty, with_contexts])]
-    assert len(set(new_ids)) == 2 and ID_A not in new_ids
+    # Every copy a new id, none the original (read from the same decision: no second run of it).
+    new_ids = [line.split("\t")[FIELD_INDEX["event_id"]] for _, _, line in result]
+    assert len(set(new_ids)) == 4 and ID_A not in new_ids
 
 
 def test_reid_keeps_the_original_id_as_written_in_the_context(spark: SparkSession) -> None:

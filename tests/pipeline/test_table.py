@@ -256,23 +256,27 @@ def result_part(root: Path) -> str:
     return str(part["id"])
 
 
-def test_select_never_writes_over_its_table(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    table = Table(spark, tmp_path, "id,v", engine="replacing", key=("id",))
+@pytest.fixture(scope="module")
+def one_row_table(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Table:
+    """A replacing table holding one row ("a", "1"), shared by the select tests (a select leaves it as it is)."""
+    table = Table(spark, tmp_path_factory.mktemp("one_row"), "id,v", engine="replacing", key=("id",))
     table.insert(["a,1"])
+    return table
+
+
+def test_select_never_writes_over_its_table(one_row_table: Table, capsys: pytest.CaptureFixture[str]) -> None:
+    table = one_row_table
     for where in ("table", ".", "table/inside"):  # the table's folder, a folder holding it, one inside it
-        output = (tmp_path / where).resolve()
+        output = (table.root / where).resolve()
         assert main(["table", "select", "--table", table.path, "--output", str(output)]) == 2
         assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: --output: given {output}, which is")
     assert table.select() == [("a", "1")]
 
 
 def test_select_replaces_only_an_earlier_select(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    one_row_table: Table, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    table = Table(spark, tmp_path, "id,v", engine="replacing", key=("id",))
-    table.insert(["a,1"])
+    table = one_row_table
     precious = tmp_path / "warehouse" / "events.tsv"
     precious.parent.mkdir()
     precious.write_text("keep me")
