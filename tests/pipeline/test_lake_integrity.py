@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs.manifest.base import ManifestError
 from jobs.manifest.lake import open_lake
 from jobs.manifest.lake_integrity import ManifestDamagedError
 from jobs.manifest.lake_state import RunEntries, Segment, State
@@ -288,3 +289,27 @@ def test_on_s3_the_listings_etags_are_compared_and_the_newest_commit_is_anchored
             ManifestDamagedError, match=r"0000000001\.json, the newest, which .*_latest names, is missing"
         ):
             manifest.state()
+
+
+def test_a_damaged_open_run_is_a_damaged_commit_and_a_later_versions_lake_is_refused(tmp_path: Path) -> None:
+    """An entry of a commit's `open_runs` that is no run's entry stops the run as a damaged commit (not a traceback
+    later, when the register reads it); a lake a later Winnow wrote is refused rather than read without what its
+    version added (as a Winnow of version 2 refuses this one, whose commits carry the open runs)."""
+    lake = open_lake(f"lake:{tmp_path / 'manifest'}", buckets=4)
+    lake.create()
+    entry = {"run_id": "2026-11-24-01-00-00", "etl_time": 1, "ttl": 2, "folder": "/out/run=x", "redo": "python -m jobs"}
+    commit = tmp_path / "manifest" / "_commits" / f"{1:010d}.json"
+    commit.parent.mkdir()
+    for damaged in ({**entry, "etl_time": "1"}, {"run_id": entry["run_id"]}, "run"):
+        commit.write_text(json.dumps(State(commit=1, buckets=4, open_runs=(damaged,)).document("dedup", "x")))  # type: ignore[arg-type]
+        with pytest.raises(
+            ManifestDamagedError, match=r"commit .*0000000001\.json .* is no commit document \(TypeError: "
+        ):
+            lake.state()
+    commit.write_text(json.dumps(State(commit=1, buckets=4, open_runs=(entry,)).document("dedup", "x")))
+    assert lake.state().open_runs == (entry,)
+
+    descriptor = tmp_path / "manifest" / "_manifest.json"
+    descriptor.write_text(json.dumps({**json.loads(descriptor.read_text()), "version": 4}))
+    with pytest.raises(ManifestError, match="is no winnow-lake-manifest version 1 or 2 or 3 descriptor"):
+        open_lake(f"lake:{tmp_path / 'manifest'}").check()
