@@ -52,7 +52,8 @@ class LakeLocation:
         except ValueError:
             document = {}
         if document.get("format") != FORMAT or document.get("version") not in READABLE_VERSIONS:
-            readable = " or ".join(str(version) for version in READABLE_VERSIONS)
+            *earlier, latest = (str(version) for version in READABLE_VERSIONS)
+            readable = f"{', '.join(earlier)} or {latest}"
             raise ManifestError(
                 f"manifest {self.uri}: {self.root}/{LAKE_DESCRIPTOR} is no {FORMAT} version {readable} descriptor; "
                 "point --manifest at a Winnow lake manifest, or at a new folder with --create"

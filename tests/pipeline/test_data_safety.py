@@ -81,7 +81,17 @@ def test_a_second_writer_of_a_run_folder_fails_fast_naming_the_first(
     monkeypatch.setenv(BARRIER_VARIABLE, str(barrier))
     monkeypatch.setattr(Lease, "acquire", with_barrier_after(Lease.acquire))
     codes: list[int] = []
-    first = threading.Thread(target=lambda: codes.append(main(list(argv))), daemon=True)
+    settings = spark.conf.get("spark.sql.shuffle.partitions")
+
+    def first_writer() -> None:
+        # The test session active in this thread too, as in the main thread: else the job's spark_session would
+        # build its own and set the jobs' local settings on the one shared session.
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+        codes.append(main(list(argv)))
+
+    first = threading.Thread(target=first_writer, daemon=True)
     first.start()
     try:
         deadline = time.monotonic() + 180
@@ -95,6 +105,7 @@ def test_a_second_writer_of_a_run_folder_fails_fast_naming_the_first(
         (barrier / "go").touch()
         first.join(timeout=300)
     assert second.returncode == 1, second.stderr
+    assert spark.conf.get("spark.sql.shuffle.partitions") == settings  # the shared session as it was
     line = last_error_line(second.stderr)
     assert line.startswith(f"error: {output}/run={RUN_ID} is being written by dedup run {RUN_ID} (host ")
     assert f"pid {os.getpid()}," in line and "nothing was written" in line

@@ -311,5 +311,5 @@ def test_a_damaged_open_run_is_a_damaged_commit_and_a_later_versions_lake_is_ref
 
     descriptor = tmp_path / "manifest" / "_manifest.json"
     descriptor.write_text(json.dumps({**json.loads(descriptor.read_text()), "version": 4}))
-    with pytest.raises(ManifestError, match="is no winnow-lake-manifest version 1 or 2 or 3 descriptor"):
+    with pytest.raises(ManifestError, match="is no winnow-lake-manifest version 1, 2 or 3 descriptor"):
         open_lake(f"lake:{tmp_path / 'manifest'}").check()

@@ -291,7 +291,7 @@ def test_a_missing_or_foreign_lake_manifest_is_named(tmp_path: Path) -> None:
         f"manifest lake:{tmp_path}: no _manifest.json in {tmp_path}; run once with --create to make an empty one"
     )
     (tmp_path / "_manifest.json").write_text('{"format": "something-else"}')
-    with pytest.raises(ManifestError, match="is no winnow-lake-manifest version 1 or 2 descriptor"):
+    with pytest.raises(ManifestError, match="is no winnow-lake-manifest version 1, 2 or 3 descriptor"):
         open_manifest(f"lake:{tmp_path}").check()
     shutil.rmtree(tmp_path)
 
