@@ -37,8 +37,8 @@ from jobs.fs.runs import run_timestamp
 from jobs.fs.shreds import PendingShred
 from jobs.incremental.ledger import Plan, Window, plan_run, record_read
 from jobs.manifest import Manifest, ManifestCheck, ManifestRun, ManifestStats, open_manifest
-from jobs.manifest.base import run_key
-from jobs.manifest.unfinished import RegisteredRun, run_register
+from jobs.manifest.base import RegisteredRun, run_key
+from jobs.manifest.unfinished import run_register
 from jobs.manifest.writer_lease import writer_lease
 from jobs.runtime.invocation import LOCAL_PROG, absolute_uri, command
 
@@ -145,8 +145,9 @@ def run(
         if register is not None and manifest is not None:
             register.require_no_unfinished(key, manifest.uri, FileSystem(spark).exists)
             replaces = register.entry(key) is not None or FileSystem(spark).exists(folder.path)
-        ttl_days, entry = config.manifest.ttl_days, asdict(registered)  # the lake keeps the entry in its commit
-        manifest_run = ManifestRun.of(run_id, run_time, ttl_days, run_key=key, replaces=replaces, register_entry=entry)
+        manifest_run = ManifestRun.of(
+            run_id, run_time, config.manifest.ttl_days, run_key=key, replaces=replaces, register_entry=registered
+        )  # the lake keeps the register entry in its commit
 
         def register_run() -> None:
             if register is not None:

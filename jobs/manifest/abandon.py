@@ -18,10 +18,10 @@ from jobs.errors import InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.paths import absolute
 from jobs.fs.runs import run_folder, run_timestamp
-from jobs.manifest.base import Manifest, ManifestRun, run_key
+from jobs.manifest.base import Manifest, ManifestRun, RegisteredRun, run_key
 from jobs.manifest.lake import LakeManifest
 from jobs.manifest.requests import RequestManifest
-from jobs.manifest.unfinished import RegisteredRun, run_register
+from jobs.manifest.unfinished import run_register
 from jobs.manifest.writer_lease import writer_lease
 
 

@@ -14,6 +14,7 @@ is not guaranteed to give its first output.
 from __future__ import annotations
 
 import hashlib
+import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -112,6 +113,32 @@ def run_key(folder: str, run_id: str) -> str:
 
 
 @dataclass(frozen=True)
+class RegisteredRun:
+    """One run in the register."""
+
+    run_id: str
+    etl_time: int
+    ttl: int
+    folder: str
+    """The run folder whose `_SUCCESS` completes the run."""
+    redo: str
+    """The command that redoes the run (for the message that stops a later run)."""
+
+    @property
+    def key(self) -> str:
+        """The run key (`base.run_key`) of its run folder: what the register is keyed by."""
+        return run_key(self.folder, self.run_id)
+
+    def abandon_command(self, manifest_uri: str) -> str:
+        """The command that abandons the run (`manifest abandon`), for a run whose input is gone for good."""
+        output = self.folder.rstrip("/").rsplit("/", 1)[0]
+        return (
+            f"python -m jobs manifest abandon --manifest {shlex.quote(manifest_uri)} --output {shlex.quote(output)} "
+            f"--run-id {self.run_id}"
+        )
+
+
+@dataclass(frozen=True)
 class ManifestRun:
     """The run that checks and records: its id, its `etl_time` and the `ttl` its entries get (epoch seconds).
 
@@ -120,8 +147,8 @@ class ManifestRun:
     the same second); an entry without one (written before run keys, by populate-manifest or Snowplow's tooling)
     is the run's own, as before. "" (populate-manifest): the run records no key. `replaces`: an earlier attempt of
     this run key may have recorded pairs; those its batch no longer has are removed before it completes.
-    `register_entry`: the run's entry in the register of unfinished runs (`unfinished.RegisteredRun`'s fields),
-    which the lake keeps in the run's commit too.
+    `register_entry`: the run's entry in the register of unfinished runs, which the lake keeps in the run's commit
+    too.
     """
 
     run_id: str
@@ -130,12 +157,12 @@ class ManifestRun:
     job: str = "dedup"
     run_key: str = ""
     replaces: bool = False
-    register_entry: dict[str, Any] | None = None
+    register_entry: RegisteredRun | None = None
 
     @staticmethod
     def of(
         run_id: str, run_time: datetime, ttl_days: int, job: str = "dedup", run_key: str = "", replaces: bool = False,
-        register_entry: dict[str, Any] | None = None,
+        register_entry: RegisteredRun | None = None,
     ) -> ManifestRun:  # fmt: skip
         etl_time = int(run_time.timestamp())
         return ManifestRun(

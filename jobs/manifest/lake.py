@@ -38,7 +38,7 @@ import os
 import uuid
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -63,7 +63,7 @@ from jobs.manifest.base import (
     ManifestError,
     ManifestRun,
     ManifestStats,
-    run_key,
+    RegisteredRun,
 )  # fmt: skip
 from jobs.manifest.lake_commits import LakeLocation
 from jobs.manifest.lake_filter import (
@@ -377,7 +377,7 @@ class LakeManifest(LakeLocation, Manifest):
         state = self.state()
         self.verify(state)
         segments, runs = self._without_run(state, run)
-        open_runs = tuple(entry for entry in state.open_runs if _key_of(entry) != run.run_key)
+        open_runs = tuple(entry for entry in state.open_runs if entry.key != run.run_key)
         if len(runs) == len(state.runs) and open_runs == state.open_runs:
             return 0
         self.commit(
@@ -435,19 +435,14 @@ class LakeManifest(LakeLocation, Manifest):
         return write_filter(entries, segment.keys, self._filter_path(name), buckets)
 
 
-def _key_of(entry: dict[str, Any]) -> str:
-    """The run key of a register entry kept in a commit (`State.open_runs`)."""
-    return run_key(entry["folder"], entry["run_id"])
-
-
-def _open_after(state: State, run: ManifestRun) -> tuple[dict[str, Any], ...]:
+def _open_after(state: State, run: ManifestRun) -> tuple[RegisteredRun, ...]:
     """The open runs the commit of `run` records: its own entry, and every other one `state` has whose run folder is
     not sealed (the run checked the register first: normally none)."""
     others = tuple(
         entry for entry in state.open_runs
-        if _key_of(entry) != run.run_key and not store.exists(f"{entry['folder']}/{SUCCESS_MARKER}")
+        if entry.key != run.run_key and not store.exists(f"{entry.folder}/{SUCCESS_MARKER}")
     )  # fmt: skip
-    return (*others, dict(run.register_entry)) if run.register_entry else others
+    return (*others, run.register_entry) if run.register_entry else others
 
 
 def open_lake(uri: str, buckets: int = DEFAULT_BUCKETS) -> LakeManifest:

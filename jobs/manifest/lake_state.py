@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_type_hints
 
-from jobs.manifest.base import SECONDS_PER_DAY, others_entry
+from jobs.manifest.base import SECONDS_PER_DAY, RegisteredRun, others_entry
 from jobs.manifest.lake_filter import Filter
 
 FORMAT = "winnow-lake-manifest"
@@ -85,8 +85,8 @@ class State:
     checksums: dict[str, str] = field(default_factory=dict)
     """The content checksum of each segment's and filter's data file, by path under the manifest folder (a file
     committed by version 1 has none until the next commit records it)."""
-    open_runs: tuple[dict[str, Any], ...] = ()
-    """The register entries (`unfinished.RegisteredRun`'s fields) of the runs that committed entries and may not
+    open_runs: tuple[RegisteredRun, ...] = ()
+    """The register entries of the runs that committed entries and may not
     have sealed their run folder yet: the register of unfinished runs kept in the commit too, so a `_runs/` removed
     or lost hides no unfinished run (`unfinished.LakeRunRegister`)."""
 
@@ -133,7 +133,7 @@ class State:
             # Apart from the segments, as `segment_files`: a version without filters reads every segment whole.
             FILTERS_KEY: {name: f.document() for name, f in sorted(self.filters.items())},
             CHECKSUMS_KEY: dict(sorted(self.checksums.items())),
-            OPEN_RUNS_KEY: list(self.open_runs),
+            OPEN_RUNS_KEY: [asdict(run) for run in self.open_runs],
         }
 
     @staticmethod
@@ -150,22 +150,19 @@ class State:
         return State(document["commit"], document["buckets"], segments, runs, filters, checksums, open_runs)
 
 
-OPEN_RUN_FIELDS = {"run_id": str, "etl_time": int, "ttl": int, "folder": str, "redo": str}
-"""The fields of an entry of `State.open_runs` (`unfinished.RegisteredRun`'s)."""
-
-
-def _open_run(entry: Any) -> dict[str, Any]:
+def _open_run(entry: Any) -> RegisteredRun:
     """An entry of a commit's `open_runs`, checked.
 
     Raises:
         TypeError: not an entry of the register of unfinished runs (a damaged commit).
     """
-    if not isinstance(entry, dict) or entry.keys() != OPEN_RUN_FIELDS.keys():
+    if not isinstance(entry, dict):
         raise TypeError(f"an entry of {OPEN_RUNS_KEY} is not a run's entry: {entry!r}")
-    for name, kind in OPEN_RUN_FIELDS.items():
-        if not isinstance(entry[name], kind):
+    run = RegisteredRun(**entry)  # TypeError: a field missing or unknown
+    for name, kind in get_type_hints(RegisteredRun).items():
+        if not isinstance(getattr(run, name), kind):
             raise TypeError(f"an entry of {OPEN_RUNS_KEY} has {name} {entry[name]!r}: not a {kind.__name__}")
-    return dict(entry)
+    return run
 
 
 def expired_dropped(state: State) -> State:

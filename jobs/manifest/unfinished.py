@@ -15,25 +15,25 @@ their key is that of the run folder they name.
 
 Where the register lives: SQLite, a table `winnow_runs` in the same file (the `.db` stays the whole manifest);
 DynamoDB, items of the manifest table under the partition key `winnow:runs` (no event id: no query of the jobs
-meets them), with the events' `ttl`; lake, one JSON document per run in `PATH/_runs/`, and in the commit of each run that committed entries (kept until a
-later run's commit finds its run folder sealed), so removing `_runs/` hides no unfinished run.
+meets them), with the events' `ttl`; lake, one JSON document per run in `PATH/_runs/`, and in the commit of each run
+that committed entries (kept until a later run's commit finds its run folder sealed), so removing `_runs/` hides no
+unfinished run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import shlex
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import asdict, astuple, dataclass
+from dataclasses import asdict, astuple
 from typing import TYPE_CHECKING, Any
 
 from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL, SUCCESS_MARKER
 from jobs.errors import DamagedFileError
 from jobs.fs import store
-from jobs.manifest.base import Manifest, ManifestError, run_key
+from jobs.manifest.base import Manifest, ManifestError, RegisteredRun
 
 if TYPE_CHECKING:
     from jobs.manifest.dynamodb import DynamoDbClient
@@ -51,32 +51,6 @@ class UnfinishedRunError(ManifestError):
     """An earlier run recorded events in the manifest and has not completed: this run stops before writing (exit 1)."""
 
     exit_code = 1
-
-
-@dataclass(frozen=True)
-class RegisteredRun:
-    """One run in the register."""
-
-    run_id: str
-    etl_time: int
-    ttl: int
-    folder: str
-    """The run folder whose `_SUCCESS` completes the run."""
-    redo: str
-    """The command that redoes the run (for the message that stops a later run)."""
-
-    @property
-    def key(self) -> str:
-        """The run key (`base.run_key`) of its run folder: what the register is keyed by."""
-        return run_key(self.folder, self.run_id)
-
-    def abandon_command(self, manifest_uri: str) -> str:
-        """The command that abandons the run (`manifest abandon`), for a run whose input is gone for good."""
-        output = self.folder.rstrip("/").rsplit("/", 1)[0]
-        return (
-            f"python -m jobs manifest abandon --manifest {shlex.quote(manifest_uri)} --output {shlex.quote(output)} "
-            f"--run-id {self.run_id}"
-        )
 
 
 class RunRegister(ABC):
@@ -264,14 +238,14 @@ class LakeRunRegister(FileRunRegister):
     """The lake's register: its `_runs/` documents, and the open runs its newest commit records (`State.open_runs`,
     written by the run's commit): a `_runs/` removed or lost hides no run that committed and did not complete."""
 
-    def __init__(self, folder: str, committed: Callable[[], tuple[dict[str, Any], ...]]) -> None:
+    def __init__(self, folder: str, committed: Callable[[], tuple[RegisteredRun, ...]]) -> None:
         super().__init__(folder)
         self.committed = committed
 
     def unfinished(self) -> list[RegisteredRun]:
         listed = super().unfinished()
         keys = {run.key for run in listed}
-        kept = [run for run in (RegisteredRun(**entry) for entry in self.committed()) if run.key not in keys]
+        kept = [run for run in self.committed() if run.key not in keys]
         return sorted([*listed, *kept], key=lambda run: (run.run_id, run.folder))
 
 

@@ -67,7 +67,7 @@ class GenerateOptions:
     without_fingerprint_share: float = 0.1
     bad_share: float = 0.001
     tail: str = "long"
-    """"long": the default law of `copies_per_id`; "heavy": `heavy_copies_per_id` (see the module docstring)."""
+    """"long": Pareto(1.5) copies per shared id up to events / 250; "heavy": see the module docstring."""
 
     def __post_init__(self) -> None:
         if self.tail not in TAILS:
@@ -81,24 +81,18 @@ class GenerateOptions:
                 raise InvalidArgumentError(f"{option}: given {getattr(self, name)}; allowed: a share from 0 to 1")
 
 
-def copies_per_id(rng: random.Random, duplicate_share: float, max_copies: int) -> int:
-    """How many events share one id: 1 mostly; otherwise a Zipf-like long tail from 2 up to `max_copies`."""
-    if rng.random() >= duplicate_share:
-        return 1
-    # P(k) ∝ k^-2.5 for k >= 2: about 70% pairs, a few ids with hundreds or thousands of events.
-    return min(max_copies, int(2 * (1 - rng.random()) ** (-1 / 1.5)))
-
-
+LONG_TAIL_ALPHA = 1.5
+"""P(k) ∝ k^-2.5 for k >= 2: about 70% pairs, a few ids with hundreds or thousands of events."""
 HEAVY_TAIL_ALPHA = 1.2
 HEAVY_TAIL_MAX_COPIES = 5000
 TAILS = ("long", "heavy")
 
 
-def heavy_copies_per_id(rng: random.Random, duplicate_share: float) -> int:
-    """How many events share one id on the heavy tail: 1 mostly; otherwise Pareto(1.2) from 2, up to 5,000."""
+def copies_per_id(rng: random.Random, duplicate_share: float, max_copies: int, alpha: float = LONG_TAIL_ALPHA) -> int:
+    """How many events share one id: 1 mostly; otherwise Pareto(`alpha`) from 2, up to `max_copies`."""
     if rng.random() >= duplicate_share:
         return 1
-    return min(HEAVY_TAIL_MAX_COPIES, int(2 * (1 - rng.random()) ** (-1 / HEAVY_TAIL_ALPHA)))
+    return min(max_copies, int(2 * (1 - rng.random()) ** (-1 / alpha)))
 
 
 class EventFactory:
@@ -298,7 +292,10 @@ def generate(output: Path, options: GenerateOptions) -> dict[str, int]:
     """Write the events under `output`; return how many lines of each kind were written."""
     rng = random.Random(options.seed)
     factory = EventFactory(rng, options.without_fingerprint_share)
-    max_copies = max(2, options.events // 250)
+    heavy = options.tail == "heavy"
+    max_copies, alpha = (
+        (HEAVY_TAIL_MAX_COPIES, HEAVY_TAIL_ALPHA) if heavy else (max(2, options.events // 250), LONG_TAIL_ALPHA)
+    )
     folders = [output] if options.batches == 1 else [output / f"batch={b + 1}" for b in range(options.batches)]
     for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
@@ -321,13 +318,7 @@ def generate(output: Path, options: GenerateOptions) -> dict[str, int]:
             when = START + timedelta(seconds=stats["lines"] * span)
             original = factory.event(event_id, when)
             group = [original]
-            heavy = options.tail == "heavy"
-            copies = (
-                heavy_copies_per_id(rng, options.duplicate_share)
-                if heavy
-                else copies_per_id(rng, options.duplicate_share, max_copies)
-            )
-            for _ in range(copies - 1):
+            for _ in range(copies_per_id(rng, options.duplicate_share, max_copies, alpha) - 1):
                 synthetic = (len(group) > 20 and not heavy) or rng.random() < options.synthetic_share
                 group.append(factory.synthetic_copy(original) if synthetic else factory.natural_copy(group[-1]))
                 stats["synthetic_copies" if synthetic else "natural_copies"] += 1

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.manifest.base import ManifestError
+from jobs.manifest.base import ManifestError, RegisteredRun
 from jobs.manifest.lake import open_lake
 from jobs.manifest.lake_integrity import ManifestDamagedError
 from jobs.manifest.lake_state import RunEntries, Segment, State
@@ -300,14 +300,15 @@ def test_a_damaged_open_run_is_a_damaged_commit_and_a_later_versions_lake_is_ref
     entry = {"run_id": "2026-11-24-01-00-00", "etl_time": 1, "ttl": 2, "folder": "/out/run=x", "redo": "python -m jobs"}
     commit = tmp_path / "manifest" / "_commits" / f"{1:010d}.json"
     commit.parent.mkdir()
-    for damaged in ({**entry, "etl_time": "1"}, {"run_id": entry["run_id"]}, "run"):
-        commit.write_text(json.dumps(State(commit=1, buckets=4, open_runs=(damaged,)).document("dedup", "x")))  # type: ignore[arg-type]
+    for entries in ([{**entry, "etl_time": "1"}], [{"run_id": entry["run_id"]}], ["run"], [entry]):
+        commit.write_text(json.dumps({**State(commit=1, buckets=4).document("dedup", "x"), "open_runs": entries}))
+        if entries == [entry]:
+            assert lake.state().open_runs == (RegisteredRun(**entry),)  # type: ignore[arg-type]
+            continue
         with pytest.raises(
             ManifestDamagedError, match=r"commit .*0000000001\.json .* is no commit document \(TypeError: "
         ):
             lake.state()
-    commit.write_text(json.dumps(State(commit=1, buckets=4, open_runs=(entry,)).document("dedup", "x")))
-    assert lake.state().open_runs == (entry,)
 
     descriptor = tmp_path / "manifest" / "_manifest.json"
     descriptor.write_text(json.dumps({**json.loads(descriptor.read_text()), "version": 4}))

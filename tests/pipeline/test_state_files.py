@@ -18,7 +18,8 @@ from jobs.fs import store
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.run_folder import RunFolder
 from jobs.manifest import open_manifest
-from jobs.manifest.unfinished import RegisteredRun, run_register
+from jobs.manifest.base import RegisteredRun
+from jobs.manifest.unfinished import run_register
 from jobs.runtime.cli import main
 from jobs.runtime.failures import explain
 from tests.pipeline.helpers import error_line, read_lines

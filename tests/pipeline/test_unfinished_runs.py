@@ -31,9 +31,9 @@ from pyspark.sql import SparkSession
 from jobs.fs.runs import UnfinishedShredError
 from jobs.fs.shreds import require_earlier_shred_complete
 from jobs.manifest import open_manifest
-from jobs.manifest.base import run_key
+from jobs.manifest.base import RegisteredRun, run_key
 from jobs.manifest.sqlite import SqliteManifest
-from jobs.manifest.unfinished import RegisteredRun, UnfinishedRunError, run_register
+from jobs.manifest.unfinished import UnfinishedRunError, run_register
 from jobs.runtime.cli import main
 from tests.pipeline.helpers import error_line, event, read_lines
 from tests.pipeline.helpers import numbered_events as events

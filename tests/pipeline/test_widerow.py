@@ -116,12 +116,17 @@ def test_atomic_types_are_upstreams() -> None:
     ]  # fmt: skip
 
 
+def decided_once(spark: SparkSession, lines: list[str]) -> Iterator[tuple[DataFrame, list[Family]]]:
+    """`lines` decided, the good events persisted for a module's tests (freed after them)."""
+    good, families = decide(spark, lines)
+    yield good.persist(), families
+    good.unpersist()
+
+
 @pytest.fixture(scope="module")
 def upstream_decided(spark: SparkSession) -> Iterator[tuple[DataFrame, list[Family]]]:
     """Upstream's input events decided once for the tests that compare with upstream's outputs."""
-    good, families = decide(spark, upstream_lines())
-    yield good.persist(), families
-    good.unpersist()
+    yield from decided_once(spark, upstream_lines())
 
 
 def test_widerow_parquet_schema_is_upstreams(
@@ -229,9 +234,7 @@ def collect_table(table: DataFrame) -> dict[str, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def typed_decided(spark: SparkSession) -> Iterator[tuple[DataFrame, list[Family]]]:
     """TYPED and a bare event decided once for the Parquet and the JSON typed-value tests."""
-    good, families = decide(spark, [TYPED, event(ID_B)])
-    yield good.persist(), families
-    good.unpersist()
+    yield from decided_once(spark, [TYPED, event(ID_B)])
 
 
 def test_widerow_parquet_has_typed_atomic_values(
