@@ -27,12 +27,12 @@ os.environ.pop("AWS_PROFILE", None)
 def spark() -> Iterator[SparkSession]:
     """The one Spark session of the test run, built the way the jobs build theirs locally."""
     from jobs.config import SparkConfig
-    from jobs.runtime.session import spark_session
+    from jobs.runtime.session import SMALL_INPUT_CONF, spark_session
 
-    session = spark_session(
-        SparkConfig(master="local[2]", conf={"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g"}),
-        app_name="winnow-tests",
-    )
+    # Every test's input is small: its plans run interpreted, as a job's own session runs a small input's (without
+    # the quick JIT, which slows a session that lasts the whole suite).
+    conf = {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g", **SMALL_INPUT_CONF}
+    session = spark_session(SparkConfig(master="local[2]", conf=conf), app_name="winnow-tests")
     yield session
     session.stop()
 

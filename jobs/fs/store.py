@@ -188,6 +188,38 @@ def list_files(root: str) -> list[StoredFile]:
     return sorted(found, key=lambda file: file.path)
 
 
+def larger_than(root: str, limit: int) -> bool:
+    """True when the files under `root` (or the file `root`) hold more than `limit` bytes, a gzip file counted at
+    GZIP_RATIO times its size; listed only until the sum passes `limit`. A missing root holds nothing.
+
+    Raises:
+        InvalidArgumentError: `root` is neither local nor S3.
+    """
+    total = 0
+    for path, size in _sizes(root):
+        total += size * (GZIP_RATIO if path.endswith(".gz") else 1)
+        if total > limit:
+            return True
+    return False
+
+
+GZIP_RATIO = 10
+"""About how much an enriched TSV file grows when unzipped."""
+
+
+def _sizes(root: str) -> Iterator[tuple[str, int]]:
+    local = local_path(root)
+    if local is not None:
+        if os.path.isfile(local):
+            yield local, os.stat(local).st_size
+        elif os.path.isdir(local):
+            yield from ((path, os.stat(path).st_size) for path in _walk(local))
+        return
+    bucket, key = _s3_or_refuse(root)
+    for page in s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key):
+        yield from ((item["Key"], item["Size"]) for item in page.get("Contents", []))
+
+
 def _walk(local: str) -> Iterator[str]:
     """The paths of the files under a local folder, hidden names left out. Symlinked folders are followed, as
     Hadoop's local file system (Spark) follows them; a link back to a folder above it is not (it would repeat its

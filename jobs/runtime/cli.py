@@ -187,6 +187,21 @@ def _known_failure(err: BaseException, args: argparse.Namespace, config: JobConf
     return explain(err, output, config.manifest.uri, config.spark.conf.get("spark.local.dir"))
 
 
+def is_small_input(args: argparse.Namespace) -> bool:
+    """True when the job's `--input` holds SMALL_INPUT_BYTES or less (the session then runs its plans
+    interpreted); False without one, or when it cannot be listed (the job then says why, with Spark's defaults)."""
+    from jobs.fs import store
+    from jobs.runtime.session import SMALL_INPUT_BYTES
+
+    root = getattr(args, "input", None)
+    if not isinstance(root, str):
+        return False
+    try:
+        return not store.larger_than(root, SMALL_INPUT_BYTES)
+    except Exception:  # only a choice of settings: the run itself reports what is wrong
+        return False
+
+
 def run_spark_job(
     args: argparse.Namespace,
     job: SparkJob,
@@ -218,7 +233,9 @@ def run_spark_job(
     from jobs.runtime.session import spark_session
 
     with StageWatcher(progress) as watcher:  # between the phase lines, what Spark is doing in each
-        spark = spark_session(config.spark, app_name=f"winnow-{args.job}", verbose=getattr(args, "verbose", False))
+        spark = spark_session(
+            config.spark, f"winnow-{args.job}", getattr(args, "verbose", False), small_input=is_small_input(args)
+        )
         watcher.spark = spark
         try:
             summary = job(spark, config, run_id, progress)

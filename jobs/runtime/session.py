@@ -39,6 +39,12 @@ LOCAL_CONF = {
     # machine than 16 (make bench). A config's spark.conf still sets its own.
     "spark.sql.shuffle.partitions": "16",
 }
+# A small input (SMALL_INPUT_BYTES at most, as listed before the JVM starts) is run with every plan interpreted and
+# the JIT's quick tier only: compiling code for each plan, and optimizing Spark's own, cost more than they save
+# on few rows (make bench, "small batches"). Bigger inputs keep Spark's defaults. A config's spark.conf still wins.
+SMALL_INPUT_BYTES = 64 * 1024 * 1024
+SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+SMALL_INPUT_JAVA_OPTION = "-XX:TieredStopAtLevel=1"
 
 
 def launched_by_spark_submit() -> bool:
@@ -46,10 +52,11 @@ def launched_by_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def spark_session(config: SparkConfig, app_name: str, verbose: bool = False) -> SparkSession:
+def spark_session(config: SparkConfig, app_name: str, verbose: bool = False, small_input: bool = False) -> SparkSession:
     """Get the session: a running one keeps its settings (plus REQUIRED_CONF); spark-submit's gets STARTUP_CONF and
-    REQUIRED_CONF; otherwise a local one from STARTUP_CONF, `config` and REQUIRED_CONF, in that order of precedence
-    from lowest (`verbose`: with the warnings expected in our plans shown)."""
+    REQUIRED_CONF; otherwise a local one from STARTUP_CONF, `local_conf` and REQUIRED_CONF, in that order of
+    precedence from lowest (`verbose`: with the warnings expected in our plans shown; `small_input`: the input is
+    SMALL_INPUT_BYTES at most)."""
     running = SparkSession.getActiveSession()
     if running is not None:
         # A session this process already runs (a test's, a notebook's): its settings win, as under spark-submit;
@@ -62,18 +69,22 @@ def spark_session(config: SparkConfig, app_name: str, verbose: bool = False) -> 
         builder = builder.config(key, value)
     if not launched_by_spark_submit():
         builder = builder.master(config.master)
-        for key, value in local_conf(config, verbose).items():  # a config's spark.conf may set STARTUP_CONF's keys
+        # a config's spark.conf may set STARTUP_CONF's keys
+        for key, value in local_conf(config, verbose, small_input).items():
             builder = builder.config(key, value)
     for key, value in REQUIRED_CONF.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
 
-def local_conf(config: SparkConfig, verbose: bool = False) -> dict[str, str]:
-    """The settings of a session the job starts itself: LOCAL_CONF, the driver JVM mapping the class archive when
-    there is one to use, then the config's own `spark.conf` (which wins, key by key)."""
-    local = dict(LOCAL_CONF)
+def local_conf(config: SparkConfig, verbose: bool = False, small_input: bool = False) -> dict[str, str]:
+    """The settings of a session the job starts itself: LOCAL_CONF (with SMALL_INPUT_CONF and its JIT option for a
+    small input), the driver JVM mapping the class archive when there is one to use, then the config's own
+    `spark.conf` (which wins, key by key)."""
+    local = {**LOCAL_CONF, **(SMALL_INPUT_CONF if small_input else {})}
     java_options = [local["spark.driver.extraJavaOptions"]]
+    if small_input:
+        java_options.append(SMALL_INPUT_JAVA_OPTION)
     if verbose:
         java_options.append(VERBOSE_JAVA_OPTION)
     if archive_options := class_archive.java_options():

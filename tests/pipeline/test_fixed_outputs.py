@@ -3,6 +3,7 @@
 A change made to speed a job up must leave every output line as it was: this test fails naming each output
 folder whose lines changed. After a change meant to alter outputs (or the generator), record them again with
 `WINNOW_RECORD_FIXED_OUTPUTS=1 pytest tests/pipeline/test_fixed_outputs.py` and say why in the commit.
+The lines are the same whether Spark compiles the plans (an input over SMALL_INPUT_BYTES) or interprets them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
 
@@ -19,6 +22,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from jobs.runtime.cli import main
+from jobs.runtime.session import SMALL_INPUT_CONF
 from jobs.tools.generate import GenerateOptions, generate
 from tests.pipeline.helpers import (
     ID_A,
@@ -57,6 +61,24 @@ MISFITS = [
 ]
 
 
+# Spark's own settings for the keys a small input's session sets (an input over SMALL_INPUT_BYTES runs with them).
+COMPILED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+
+
+@contextmanager
+def plans(spark: SparkSession, compiled: bool) -> Iterator[None]:
+    """The test session's plans compiled (Spark's defaults, as for a big input) or interpreted (as for a small one)."""
+    assert set(COMPILED) == set(SMALL_INPUT_CONF)
+    before = {key: spark.conf.get(key) for key in COMPILED}
+    for key, value in (COMPILED if compiled else SMALL_INPUT_CONF).items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value)
+
+
 def digest(run: Path, spark: SparkSession) -> dict[str, dict[str, object]]:
     """Per data folder of a run: how many lines, and the SHA-256 of its lines sorted (file order aside). A Parquet
     folder's lines are its schema, then each row as JSON."""
@@ -82,7 +104,30 @@ def data_lines(run: Path, spark: SparkSession) -> dict[str, list[str]]:
     return lines
 
 
-def test_the_jobs_write_the_recorded_lines_for_a_fixed_input(spark: SparkSession, tmp_path: Path) -> None:
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "interpreted"])
+def test_the_jobs_write_the_recorded_lines_for_a_fixed_input(
+    spark: SparkSession, tmp_path: Path, compiled: bool
+) -> None:
+    with plans(spark, compiled):
+        outputs = outputs_of_every_job(spark, tmp_path)
+    if os.environ.get(RECORD) == "1":
+        RECORDED.write_text(json.dumps(outputs, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        pytest.skip(f"recorded {RECORDED}")
+    # Compared whole: pytest names each job and folder whose figures differ.
+    assert outputs == json.loads(RECORDED.read_text(encoding="utf-8"))
+    # Every outcome the input should exercise is there: the test would say little on a trivial input.
+    assert {"good", "bad", "duplicates/reason=in_batch_natural"} <= set(outputs["dedup"])
+    assert {**outputs["dedup"], "bad": None} == {**outputs["dedup-legacy"], "bad": None}
+    for name in ("shred", "shred-tsv", "shred-parquet-typed"):
+        assert any(folder.split("/")[0] == "output=bad" for folder in outputs[name]), name
+    # Typed Parquet's bad rows: the input's unparseable lines, and each of MISFITS.
+    (parsing_errors,) = (figures["lines"] for folder, figures in outputs["shred"].items() if "output=bad/" in folder)
+    assert outputs["shred-parquet-typed"]["output=bad"]["lines"] == cast(int, parsing_errors) + len(MISFITS)
+    assert any("/format=tsv/" in folder and "name=atomic" not in folder for folder in outputs["shred-tsv"])
+
+
+def outputs_of_every_job(spark: SparkSession, tmp_path: Path) -> dict[str, dict[str, dict[str, object]]]:
+    """Each job's run on the fixed input (`INPUT`; typed Parquet's with MISFITS too): its data folders' digests."""
     generate(tmp_path / "in", INPUT)
     outputs = {}
     for name, options in DEDUPS.items():
@@ -99,18 +144,4 @@ def test_the_jobs_write_the_recorded_lines_for_a_fixed_input(spark: SparkSession
         typed = {"shred-tsv", "widerow-parquet"} & set(options)
         assert main([*argv, "--iglu-config", iglu] if typed else argv) == 0
         outputs[name] = digest(out / f"run={RUN_ID}", spark)
-
-    if os.environ.get(RECORD) == "1":
-        RECORDED.write_text(json.dumps(outputs, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        pytest.skip(f"recorded {RECORDED}")
-    # Compared whole: pytest names each job and folder whose figures differ.
-    assert outputs == json.loads(RECORDED.read_text(encoding="utf-8"))
-    # Every outcome the input should exercise is there: the test would say little on a trivial input.
-    assert {"good", "bad", "duplicates/reason=in_batch_natural"} <= set(outputs["dedup"])
-    assert {**outputs["dedup"], "bad": None} == {**outputs["dedup-legacy"], "bad": None}
-    for name in ("shred", "shred-tsv", "shred-parquet-typed"):
-        assert any(folder.split("/")[0] == "output=bad" for folder in outputs[name]), name
-    # Typed Parquet's bad rows: the input's unparseable lines, and each of MISFITS.
-    (parsing_errors,) = (figures["lines"] for folder, figures in outputs["shred"].items() if "output=bad/" in folder)
-    assert outputs["shred-parquet-typed"]["output=bad"]["lines"] == cast(int, parsing_errors) + len(MISFITS)
-    assert any("/format=tsv/" in folder and "name=atomic" not in folder for folder in outputs["shred-tsv"])
+    return outputs

@@ -4,6 +4,7 @@ the job starts maps the class archive when there is a whole one."""
 from __future__ import annotations
 
 import json
+from argparse import Namespace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -15,9 +16,18 @@ from jobs.config import SparkConfig
 from jobs.runtime import class_archive
 from jobs.runtime import session as session_module
 from jobs.runtime.class_archive import java_options, record_of, usable_archive
-from jobs.runtime.cli import out_of_memory
+from jobs.runtime.cli import is_small_input, out_of_memory
 from jobs.runtime.log4j2 import VERBOSE_JAVA_OPTION
-from jobs.runtime.session import LOCAL_CONF, REQUIRED_CONF, STARTUP_CONF, local_conf, spark_session
+from jobs.runtime.session import (
+    LOCAL_CONF,
+    REQUIRED_CONF,
+    SMALL_INPUT_BYTES,
+    SMALL_INPUT_CONF,
+    SMALL_INPUT_JAVA_OPTION,
+    STARTUP_CONF,
+    local_conf,
+    spark_session,
+)
 
 
 def test_a_running_session_keeps_its_settings_and_gets_the_required_ones(spark: SparkSession) -> None:
@@ -85,6 +95,38 @@ def test_a_local_session_maps_the_class_archive_and_the_configs_own_options_win(
     assert local_conf(own) == {
         **LOCAL_CONF, "spark.driver.extraJavaOptions": "-Xss4m", "spark.sql.shuffle.partitions": "7"
     }  # fmt: skip
+
+
+def test_a_small_input_is_run_interpreted_with_the_quick_jit_unless_the_config_says_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(class_archive, "java_options", lambda: "")
+    base = LOCAL_CONF["spark.driver.extraJavaOptions"]
+    assert local_conf(SparkConfig()) == LOCAL_CONF
+    assert local_conf(SparkConfig(), small_input=True) == {
+        **LOCAL_CONF, **SMALL_INPUT_CONF, "spark.driver.extraJavaOptions": f"{base} {SMALL_INPUT_JAVA_OPTION}"
+    }  # fmt: skip
+    own = SparkConfig(conf={"spark.sql.codegen.wholeStage": "true"})
+    assert local_conf(own, small_input=True)["spark.sql.codegen.wholeStage"] == "true"
+
+
+def test_an_input_is_small_up_to_its_limit_gzip_counted_unzipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(session_module, "SMALL_INPUT_BYTES", 1000)
+    folder = tmp_path / "in"
+    (folder / "hour=1").mkdir(parents=True)
+    (folder / "a.tsv").write_bytes(b"x" * 600)
+    (folder / "_ignored").write_bytes(b"x" * 5000)  # hidden: Spark does not read it
+    assert is_small_input(Namespace(input=str(folder)))
+    (folder / "hour=1" / "b.tsv").write_bytes(b"x" * 400)
+    assert is_small_input(Namespace(input=str(folder)))  # 1000 bytes: at the limit
+    (folder / "hour=1" / "c.tsv.gz").write_bytes(b"x" * 10)  # about 100 bytes unzipped
+    assert not is_small_input(Namespace(input=str(folder)))
+    assert is_small_input(Namespace(input=str(folder / "a.tsv")))
+    assert not is_small_input(Namespace(input=None))  # a job without --input: Spark's defaults
+    assert not is_small_input(Namespace(input="hdfs://namenode/in"))  # not listed: Spark's defaults
+    assert SMALL_INPUT_BYTES == 64 * 1024 * 1024
 
 
 def test_the_class_archive_is_used_only_when_whole_and_of_this_pyspark(tmp_path: Path) -> None:
