@@ -189,11 +189,18 @@ class SparkConfig:
     """Spark master used when none is set by spark-submit."""
     conf: dict[str, str] = field(default_factory=dict)
     """Extra Spark settings, e.g. {"spark.driver.memory": "4g"}."""
+    small_input_mb: int = 64
+    """An `--input` of this many MiB or less (a .gz file counted unzipped, about ten times its size) runs with the
+    session's small-input settings (jobs/runtime/session.py); 0: never."""
 
     def __post_init__(self) -> None:
         bad = [key for key in self.conf if not key.startswith("spark.")]
         if bad:
             raise InvalidConfigError(f"spark.conf: keys {bad} are not Spark settings; allowed: keys starting 'spark.'")
+        if not 0 <= self.small_input_mb <= 1_000_000:
+            raise InvalidConfigError(
+                f"spark.small_input_mb: given {self.small_input_mb}; allowed: a whole number from 0 to 1000000"
+            )
 
 
 @dataclass(frozen=True)

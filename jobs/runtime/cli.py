@@ -187,17 +187,16 @@ def _known_failure(err: BaseException, args: argparse.Namespace, config: JobConf
     return explain(err, output, config.manifest.uri, config.spark.conf.get("spark.local.dir"))
 
 
-def is_small_input(args: argparse.Namespace) -> bool:
-    """True when the job's `--input` holds SMALL_INPUT_BYTES or less (the session then runs its plans
-    interpreted); False without one, or when it cannot be listed (the job then says why, with Spark's defaults)."""
+def is_small_input(args: argparse.Namespace, limit_mb: int) -> bool:
+    """True when the job's `--input` holds `limit_mb` MiB or less (the session then runs its plans interpreted);
+    False without one, or when it cannot be listed (the job then says why, with Spark's defaults)."""
     from jobs.fs import store
-    from jobs.runtime.session import SMALL_INPUT_BYTES
 
     root = getattr(args, "input", None)
-    if not isinstance(root, str):
+    if not isinstance(root, str) or limit_mb == 0:
         return False
     try:
-        return not store.larger_than(root, SMALL_INPUT_BYTES)
+        return not store.larger_than(root, limit_mb * 1024 * 1024)
     except Exception:  # only a choice of settings: the run itself reports what is wrong
         return False
 
@@ -234,7 +233,10 @@ def run_spark_job(
 
     with StageWatcher(progress) as watcher:  # between the phase lines, what Spark is doing in each
         spark = spark_session(
-            config.spark, f"winnow-{args.job}", getattr(args, "verbose", False), small_input=is_small_input(args)
+            config.spark,
+            f"winnow-{args.job}",
+            getattr(args, "verbose", False),
+            small_input=is_small_input(args, config.spark.small_input_mb),
         )
         watcher.spark = spark
         try:

@@ -39,10 +39,9 @@ LOCAL_CONF = {
     # machine than 16 (make bench). A config's spark.conf still sets its own.
     "spark.sql.shuffle.partitions": "16",
 }
-# A small input (SMALL_INPUT_BYTES at most, as listed before the JVM starts) is run with every plan interpreted and
-# the JIT's quick tier only: compiling code for each plan, and optimizing Spark's own, cost more than they save
+# A small input (`spark.small_input_mb` at most, as listed before the JVM starts) is run with every plan interpreted
+# and the JIT's quick tier only: compiling code for each plan, and optimizing Spark's own, cost more than they save
 # on few rows (make bench, "small batches"). Bigger inputs keep Spark's defaults. A config's spark.conf still wins.
-SMALL_INPUT_BYTES = 64 * 1024 * 1024
 SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 SMALL_INPUT_JAVA_OPTION = "-XX:TieredStopAtLevel=1"
 
@@ -56,7 +55,7 @@ def spark_session(config: SparkConfig, app_name: str, verbose: bool = False, sma
     """Get the session: a running one keeps its settings (plus REQUIRED_CONF); spark-submit's gets STARTUP_CONF and
     REQUIRED_CONF; otherwise a local one from STARTUP_CONF, `local_conf` and REQUIRED_CONF, in that order of
     precedence from lowest (`verbose`: with the warnings expected in our plans shown; `small_input`: the input is
-    SMALL_INPUT_BYTES at most)."""
+    `spark.small_input_mb` at most)."""
     running = SparkSession.getActiveSession()
     if running is not None:
         # A session this process already runs (a test's, a notebook's): its settings win, as under spark-submit;

@@ -3,7 +3,7 @@
 A change made to speed a job up must leave every output line as it was: this test fails naming each output
 folder whose lines changed. After a change meant to alter outputs (or the generator), record them again with
 `WINNOW_RECORD_FIXED_OUTPUTS=1 pytest tests/pipeline/test_fixed_outputs.py` and say why in the commit.
-The lines are the same whether Spark compiles the plans (an input over SMALL_INPUT_BYTES) or interprets them.
+The lines are the same whether Spark compiles the plans (an input over `spark.small_input_mb`) or interprets them.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ MISFITS = [
 ]
 
 
-# Spark's own settings for the keys a small input's session sets (an input over SMALL_INPUT_BYTES runs with them).
+# Spark's own settings for the keys a small input's session sets (an input over spark.small_input_mb runs with them).
 COMPILED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
 
 
@@ -69,9 +69,9 @@ COMPILED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMo
 def plans(spark: SparkSession, compiled: bool) -> Iterator[None]:
     """The test session's plans compiled (Spark's defaults, as for a big input) or interpreted (as for a small one)."""
     assert set(COMPILED) == set(SMALL_INPUT_CONF)
-    before = {key: spark.conf.get(key) for key in COMPILED}
-    for key, value in (COMPILED if compiled else SMALL_INPUT_CONF).items():
-        spark.conf.set(key, value)
+    before = {key: str(spark.conf.get(key)) for key in COMPILED}
+    for key, setting in (COMPILED if compiled else SMALL_INPUT_CONF).items():
+        spark.conf.set(key, setting)
     try:
         yield
     finally:

@@ -21,7 +21,6 @@ from jobs.runtime.log4j2 import VERBOSE_JAVA_OPTION
 from jobs.runtime.session import (
     LOCAL_CONF,
     REQUIRED_CONF,
-    SMALL_INPUT_BYTES,
     SMALL_INPUT_CONF,
     SMALL_INPUT_JAVA_OPTION,
     STARTUP_CONF,
@@ -110,23 +109,21 @@ def test_a_small_input_is_run_interpreted_with_the_quick_jit_unless_the_config_s
     assert local_conf(own, small_input=True)["spark.sql.codegen.wholeStage"] == "true"
 
 
-def test_an_input_is_small_up_to_its_limit_gzip_counted_unzipped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(session_module, "SMALL_INPUT_BYTES", 1000)
+def test_an_input_is_small_up_to_its_limit_gzip_counted_unzipped(tmp_path: Path) -> None:
     folder = tmp_path / "in"
     (folder / "hour=1").mkdir(parents=True)
-    (folder / "a.tsv").write_bytes(b"x" * 600)
-    (folder / "_ignored").write_bytes(b"x" * 5000)  # hidden: Spark does not read it
-    assert is_small_input(Namespace(input=str(folder)))
-    (folder / "hour=1" / "b.tsv").write_bytes(b"x" * 400)
-    assert is_small_input(Namespace(input=str(folder)))  # 1000 bytes: at the limit
+    mib = 1024 * 1024
+    (folder / "a.tsv").write_bytes(b"x" * (mib // 2))
+    (folder / "_ignored").write_bytes(b"x" * (3 * mib))  # hidden: Spark does not read it
+    assert is_small_input(Namespace(input=str(folder)), limit_mb=1)
+    (folder / "hour=1" / "b.tsv").write_bytes(b"x" * (mib // 2))
+    assert is_small_input(Namespace(input=str(folder)), limit_mb=1)  # 1 MiB: at the limit
     (folder / "hour=1" / "c.tsv.gz").write_bytes(b"x" * 10)  # about 100 bytes unzipped
-    assert not is_small_input(Namespace(input=str(folder)))
-    assert is_small_input(Namespace(input=str(folder / "a.tsv")))
-    assert not is_small_input(Namespace(input=None))  # a job without --input: Spark's defaults
-    assert not is_small_input(Namespace(input="hdfs://namenode/in"))  # not listed: Spark's defaults
-    assert SMALL_INPUT_BYTES == 64 * 1024 * 1024
+    assert not is_small_input(Namespace(input=str(folder)), limit_mb=1)
+    assert is_small_input(Namespace(input=str(folder / "a.tsv")), limit_mb=1)
+    assert not is_small_input(Namespace(input=str(folder / "a.tsv")), limit_mb=0)  # 0: never small
+    assert not is_small_input(Namespace(input=None), limit_mb=1)  # a job without --input: Spark's defaults
+    assert not is_small_input(Namespace(input="hdfs://namenode/in"), limit_mb=1)  # not listed: Spark's defaults
 
 
 def test_the_class_archive_is_used_only_when_whole_and_of_this_pyspark(tmp_path: Path) -> None:
