@@ -44,7 +44,11 @@ NEXT_DAY, LATER = "2026-11-02-00-00-00", "2026-11-02-06-00-00"
 
 
 def crc(path: Path) -> str:
-    return f"crc32:{zlib.crc32(path.read_bytes()):08x}"
+    return crc_of(path.read_bytes())
+
+
+def crc_of(content: bytes) -> str:
+    return f"crc32:{zlib.crc32(content):08x}"
 
 
 def sidecar(path: Path) -> Path:
@@ -160,6 +164,30 @@ def test_a_damaged_lake_manifest_stops_the_run_before_it_writes(
     )
     assert not (out / f"run={LATER}").exists()
     kept.write_bytes(kept_content)
+
+
+def test_a_zeroed_page_in_a_segment_file_stops_the_next_run_naming_the_file(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], after_run_1: Path
+) -> None:
+    """Issue 44, symptom 11: a span of a segment bucket file zeroed in place (its size kept; Hadoop's `.crc` beside
+    it left as it was). 5cb60ce stopped with `… o696.count.` and a register entry saying the run "recorded its
+    events", which it had not. (The way out, restored and run again, is the test above's.)"""
+    root, settings, out = after_run_1_in(tmp_path, after_run_1)
+    [name] = segment_folders(root)
+    damaged = max((root / "segments" / f"segment={name}").glob("*.parquet"), key=lambda file: file.stat().st_size)
+    content = damaged.read_bytes()
+    middle = len(content) // 2
+    damaged.write_bytes(content[: middle - 32] + bytes(64) + content[middle + 32 :])
+    second = write_batch(tmp_path / "b2", EVERY)
+    assert refused(second, out, NEXT_DAY, root, settings, capsys) == (
+        f"error: manifest lake:{root} is damaged: segment {name}: file {damaged} has checksum {crc(damaged)}, commit 1 "
+        f"records {crc_of(content)} (replaced or damaged); nothing was written. {RESTORE}"
+    )
+    assert not (out / f"run={NEXT_DAY}").exists()  # nothing sealed, nothing of the run written
+    assert len(commits(root)) == 1
+    # No register entry saying it recorded its events: the commit's is run 1's (completed, as it says), and no file.
+    assert [run.run_id for run in open_lake(f"lake:{root}").state().open_runs] == [RUN_1]
+    assert not list(root.glob("_runs/*.json"))
 
 
 def test_a_commit_of_the_previous_version_is_checked_by_its_file_count(

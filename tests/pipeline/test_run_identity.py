@@ -76,10 +76,12 @@ def settings(tmp_path: Path) -> str:
     return str(path)
 
 
+@pytest.mark.parametrize("manifest_uri", ["sqlite", "dynamodb"], indirect=True)
 def test_two_pipelines_sharing_a_manifest_and_a_run_id_are_two_runs(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    manifest = f"sqlite:{tmp_path / 'manifest.db'}"
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    manifest_uri: str,
+) -> None:  # fmt: skip
+    manifest = manifest_uri
     web, mobile = tmp_path / "web", tmp_path / "mobile"
     assert main(dedup(batch(tmp_path / "web-a", events(0, 1, 2, 3)), web, RUN_A, manifest, "--create")) == 0
     # The same run id on another output, re-sending web's events: they were delivered, by another run.
