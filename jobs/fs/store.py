@@ -160,64 +160,61 @@ def list_files(root: str) -> list[StoredFile]:
     Raises:
         InvalidArgumentError: `root` is neither local nor S3.
     """
-    local = local_path(root)
-    if local is not None:
-        if os.path.isfile(local):
-            stat = os.stat(local)
-            return [StoredFile(root, stat.st_size, stat.st_mtime_ns // 1_000_000)]
-        if not os.path.isdir(local):
-            return []
-        found = [StoredFile(full, stat.st_size, stat.st_mtime_ns // 1_000_000) for full in _walk(local)
-                 for stat in [os.stat(full)]]  # fmt: skip
-        return sorted(found, key=lambda file: file.path)
-    bucket, key = _s3_or_refuse(root)
-    scheme = urlparse(root).scheme
-    prefix = key if key.endswith("/") or not key else key + "/"
-    found = []
-    for page in s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for item in page.get("Contents", []):
-            if item["Key"].endswith("/") or hidden(item["Key"][len(prefix) :]):
-                continue  # folder markers, hidden files
-            modified = int(item["LastModified"].astimezone(UTC).timestamp() * 1000)
-            found.append(StoredFile(f"{scheme}://{bucket}/{item['Key']}", item["Size"], modified, item["ETag"]))
-    if not found and key and not key.endswith("/"):  # a single object
-        head = _head(bucket, key)
-        if head is not None:
-            modified = int(head["LastModified"].astimezone(UTC).timestamp() * 1000)
-            found.append(StoredFile(root, head["ContentLength"], modified, head["ETag"]))
-    return sorted(found, key=lambda file: file.path)
+    return sorted(_files(root), key=lambda file: file.path)
 
 
 def larger_than(root: str, limit: int) -> bool:
-    """True when the files under `root` (or the file `root`) hold more than `limit` bytes, a gzip file counted at
-    GZIP_RATIO times its size; listed only until the sum passes `limit`. A missing root holds nothing.
+    """True when the input files under `root` (`list_input`'s: uploads in progress left out) hold more than `limit`
+    bytes, a compressed file (`COMPRESSED_SUFFIXES`) counted at COMPRESSION_RATIO times its size; listed only until
+    the sum passes `limit`. A missing root holds nothing.
 
     Raises:
         InvalidArgumentError: `root` is neither local nor S3.
     """
     total = 0
-    for path, size in _sizes(root):
-        total += size * (GZIP_RATIO if path.endswith(".gz") else 1)
+    for file in _files(root):
+        if in_progress(file.path) or hidden(file.path.rsplit("/", 1)[-1]):
+            continue
+        total += file.size * (COMPRESSION_RATIO if file.path.endswith(COMPRESSED_SUFFIXES) else 1)
         if total > limit:
             return True
     return False
 
 
-GZIP_RATIO = 10
-"""About how much an enriched TSV file grows when unzipped."""
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst")
+"""The suffixes of the files Hadoop's codecs unpack as they are read."""
+COMPRESSION_RATIO = 10
+"""About how much an enriched TSV file grows when unpacked."""
 
 
-def _sizes(root: str) -> Iterator[tuple[str, int]]:
+def _files(root: str) -> Iterator[StoredFile]:
+    """The files under `root` (or `root`, a file), hidden ones left out, in no set order, listed as they are read."""
     local = local_path(root)
     if local is not None:
         if os.path.isfile(local):
-            yield local, os.stat(local).st_size
+            stat = os.stat(local)
+            yield StoredFile(root, stat.st_size, stat.st_mtime_ns // 1_000_000)
         elif os.path.isdir(local):
-            yield from ((path, os.stat(path).st_size) for path in _walk(local))
+            for full in _walk(local):
+                stat = os.stat(full)
+                yield StoredFile(full, stat.st_size, stat.st_mtime_ns // 1_000_000)
         return
     bucket, key = _s3_or_refuse(root)
-    for page in s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key):
-        yield from ((item["Key"], item["Size"]) for item in page.get("Contents", []))
+    scheme = urlparse(root).scheme
+    prefix = key if key.endswith("/") or not key else key + "/"
+    found = False
+    for page in s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            if item["Key"].endswith("/") or hidden(item["Key"][len(prefix) :]):
+                continue  # folder markers, hidden files
+            modified = int(item["LastModified"].astimezone(UTC).timestamp() * 1000)
+            found = True
+            yield StoredFile(f"{scheme}://{bucket}/{item['Key']}", item["Size"], modified, item["ETag"])
+    if not found and key and not key.endswith("/"):  # a single object
+        head = _head(bucket, key)
+        if head is not None:
+            modified = int(head["LastModified"].astimezone(UTC).timestamp() * 1000)
+            yield StoredFile(root, head["ContentLength"], modified, head["ETag"])
 
 
 def _walk(local: str) -> Iterator[str]:

@@ -226,18 +226,14 @@ def run_spark_job(
             raise
         raise JobFailedError(f"{args.job} run {run_id} stopped before Spark started, nothing written: {known}") from err
     from jobs.runtime.progress import Reporter, StageWatcher
+    from jobs.runtime.session import launched_by_spark_submit, spark_session
 
+    # Before the first line: listing the input is part of getting ready, not of Spark's start.
+    small_input = not launched_by_spark_submit() and is_small_input(args, config.spark.small_input_mb)
     progress = Reporter(args.job)
     progress("starting Spark")
-    from jobs.runtime.session import spark_session
-
     with StageWatcher(progress) as watcher:  # between the phase lines, what Spark is doing in each
-        spark = spark_session(
-            config.spark,
-            f"winnow-{args.job}",
-            getattr(args, "verbose", False),
-            small_input=is_small_input(args, config.spark.small_input_mb),
-        )
+        spark = spark_session(config.spark, f"winnow-{args.job}", getattr(args, "verbose", False), small_input)
         watcher.spark = spark
         try:
             summary = job(spark, config, run_id, progress)

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import boto3
 import pytest
 from pyspark.sql import SparkSession
 
@@ -109,21 +110,37 @@ def test_a_small_input_is_run_interpreted_with_the_quick_jit_unless_the_config_s
     assert local_conf(own, small_input=True)["spark.sql.codegen.wholeStage"] == "true"
 
 
-def test_an_input_is_small_up_to_its_limit_gzip_counted_unzipped(tmp_path: Path) -> None:
+def test_an_input_is_small_up_to_its_limit_compressed_files_counted_unpacked(tmp_path: Path) -> None:
     folder = tmp_path / "in"
     (folder / "hour=1").mkdir(parents=True)
     mib = 1024 * 1024
     (folder / "a.tsv").write_bytes(b"x" * (mib // 2))
-    (folder / "_ignored").write_bytes(b"x" * (3 * mib))  # hidden: Spark does not read it
+    (folder / "_ignored").write_bytes(b"x" * (3 * mib))  # hidden: the job does not read it
+    (folder / "late.tsv._COPYING_").write_bytes(b"x" * (3 * mib))  # an upload in progress: left for a later run
     assert is_small_input(Namespace(input=str(folder)), limit_mb=1)
     (folder / "hour=1" / "b.tsv").write_bytes(b"x" * (mib // 2))
     assert is_small_input(Namespace(input=str(folder)), limit_mb=1)  # 1 MiB: at the limit
-    (folder / "hour=1" / "c.tsv.gz").write_bytes(b"x" * 10)  # about 100 bytes unzipped
+    (folder / "hour=1" / "c.tsv.bz2").write_bytes(b"x" * 10)  # about 100 bytes unpacked
     assert not is_small_input(Namespace(input=str(folder)), limit_mb=1)
     assert is_small_input(Namespace(input=str(folder / "a.tsv")), limit_mb=1)
     assert not is_small_input(Namespace(input=str(folder / "a.tsv")), limit_mb=0)  # 0: never small
     assert not is_small_input(Namespace(input=None), limit_mb=1)  # a job without --input: Spark's defaults
     assert not is_small_input(Namespace(input="hdfs://namenode/in"), limit_mb=1)  # not listed: Spark's defaults
+
+
+def test_an_s3_input_is_sized_as_the_job_lists_it() -> None:
+    """Only the objects under the prefix's folder that the job reads: not a sibling prefix's, hidden or uploading."""
+    from moto import mock_aws
+
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="eu-west-1")
+        s3.create_bucket(Bucket="raw-input", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        for key, size in {"in/a.tsv": 100, "in-archive/old.tsv": 2 * 1024 * 1024, "in/_tmp/big": 2 * 1024 * 1024,
+                          "in/.hidden": 2 * 1024 * 1024, "in/b.tsv._COPYING_": 2 * 1024 * 1024}.items():  # fmt: skip
+            s3.put_object(Bucket="raw-input", Key=key, Body=b"x" * size)
+        assert is_small_input(Namespace(input="s3://raw-input/in"), limit_mb=1)
+        s3.put_object(Bucket="raw-input", Key="in/day=2/c.tsv.gz", Body=b"x" * 200 * 1024)  # about 2 MiB unpacked
+        assert not is_small_input(Namespace(input="s3://raw-input/in/"), limit_mb=1)
 
 
 def test_the_class_archive_is_used_only_when_whole_and_of_this_pyspark(tmp_path: Path) -> None:
