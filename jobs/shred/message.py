@@ -163,7 +163,9 @@ def collector_instant(text: str) -> str:
     if match is None:
         raise ValueError(f"given the timestamp {text!r}; allowed: yyyy-MM-dd HH:mm:ss with up to 9 fraction digits")
     seconds = f"{match[1]}T{match[2]}"
-    datetime.fromisoformat(seconds)  # the same ValueError for a day or hour out of range
+    # The same ValueError for a day or hour out of range. Year 0 is a year to java.time (proleptic ISO, a leap year
+    # as 2000 is) but not to Python's datetime: checked as 2000.
+    datetime.fromisoformat(f"2000{seconds[4:]}" if seconds.startswith("0000") else seconds)
     return _instant(seconds, int((match[3] or "0").ljust(9, "0")))
 
 

@@ -253,6 +253,8 @@ def test_schema_rejects_a_wrong_message() -> None:
         ("2014-05-29 18:16:35.000001", "2014-05-29T18:16:35.000001Z"),
         ("2014-05-29 18:16:35.967100001", "2014-05-29T18:16:35.967100001Z"),
         ("2014-05-29 00:00:00.00010", "2014-05-29T00:00:00.000100Z"),
+        ("0000-01-01 00:00:00.000", "0000-01-01T00:00:00Z"),  # year 0: a date to java.time, not to Python
+        ("0000-02-29 23:59:59.5", "0000-02-29T23:59:59.500Z"),
     ],
 )
 def test_collector_timestamps_render_like_instant_to_string(collector: str, instant: str) -> None:
@@ -260,7 +262,8 @@ def test_collector_timestamps_render_like_instant_to_string(collector: str, inst
 
 
 @pytest.mark.parametrize(
-    "text", ["2014-05-29", "2014-05-29 18:16", "2014-05-29 18:16:35.1234567890", "2014-02-30 00:00:00"]
+    "text",
+    ["2014-05-29", "2014-05-29 18:16", "2014-05-29 18:16:35.1234567890", "2014-02-30 00:00:00", "0001-02-29 00:00:00"],
 )
 def test_malformed_collector_timestamp(text: str) -> None:
     with pytest.raises(ValueError):

@@ -22,7 +22,18 @@ from jobs.runtime.cli import main
 from jobs.shred import rdb
 from jobs.shred.entities import ATOMIC_FIELDS
 from jobs.shred.lines import rdb_outputs, shred_events
-from tests.pipeline.helpers import ID_A, LINK_CLICK, RUN_ID, WEB_PAGE, contexts, event, read_lines, shred, unstruct
+from tests.pipeline.helpers import (
+    ID_A,
+    ID_B,
+    LINK_CLICK,
+    RUN_ID,
+    WEB_PAGE,
+    contexts,
+    event,
+    read_lines,
+    shred,
+    unstruct,
+)
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 SPECS: dict[str, dict[str, Any]] = json.loads((DATA / "upstream" / "shred" / "specs.json").read_text())["specs"]
@@ -173,6 +184,13 @@ def test_every_typed_value_is_decoded_and_rendered_as_the_sdk_does(spark: SparkS
             ]
         ],
     }
+
+
+def test_a_collector_tstamp_in_year_0_is_the_loader_message_s_min(spark: SparkSession, tmp_path: Path) -> None:
+    """Year 0 is a year to java.time (upstream's `Instant`), not to Python's datetime: the run completes."""
+    run = shred(tmp_path, [event(ID_A, collector_tstamp="0000-01-01 00:00:00.000"), event(ID_B)])
+    timestamps = json.loads((run / "shredding_complete.json").read_text())["data"]["timestamps"]
+    assert (timestamps["min"], timestamps["max"]) == ("0000-01-01T00:00:00Z", "2026-11-01T10:00:00Z")
 
 
 def test_a_run_hands_its_folder_to_the_loader(spark: SparkSession, tmp_path: Path) -> None:
