@@ -7,6 +7,7 @@ kept in `bench/data/`.
 
     .venv/bin/python -m bench                      # 1M events, 3 runs, scaling 250k-2M, all sections but large
     .venv/bin/python -m bench --sections large --merge   # 10M: Winnow's process vs DuckDB's, the rest kept
+    .venv/bin/python -m bench --sections small --merge --runs 2   # 10k, 40k: the small-input session's processes
     .venv/bin/python -m bench --events 200000 --runs 3 --scaling 100000 200000 --sections spark processes
 """
 
