@@ -7,6 +7,7 @@ kept in `bench/data/`.
 
     .venv/bin/python -m bench                      # 1M events, 3 runs, scaling 250k-2M, all sections but large
     .venv/bin/python -m bench --sections large --merge   # 10M: Winnow's process vs DuckDB's, the rest kept
+    .venv/bin/python -m bench --sections small --merge --runs 2   # 10k, 40k: the small-input session's processes
     .venv/bin/python -m bench --events 200000 --runs 3 --scaling 100000 200000 --sections spark processes
 """
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gzip
 import json
 import os
 import platform
@@ -28,8 +28,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import other_pyspark, report
+from bench import other_pyspark, report, small
 from bench.measure import Figure, Sample, alternate, measure_in_process, measure_process
+from bench.outputs import output_lines as output_lines  # also where tests/bench take it from
 from bench.timeline import timeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +40,7 @@ DOCS_PAGE = ROOT / "docs" / "benchmarks.md"  # the page whose tables each run re
 PROCESS_RUN_ID = "2026-11-22-05-00-00"
 PROCESS_OUTPUT = WORK / "out" / "proc-dedup"
 OTHER_PROCESS_OUTPUT = WORK / "out" / "proc-dedup-other-pyspark"
-SECTIONS = ("spark", "processes", "profile", "keyed", "scaling", "manifest", "crossbatch", "large")
+SECTIONS = ("spark", "processes", "small", "profile", "keyed", "scaling", "manifest", "crossbatch", "large")
 # `large` (a 10M-event input of ~15 GB, generated once) runs only when asked for.
 DEFAULT_SECTIONS = [name for name in SECTIONS if name != "large"]
 # The Spark settings of the repo's local config (local[*], 4g driver, 16 shuffle partitions), for the in-session
@@ -255,16 +256,6 @@ def process_cases(source: Path, other: tuple[str, Path] | None = None) -> dict[s
     }
 
 
-def output_lines(run_folder: Path) -> dict[str, list[str]]:
-    """Every output folder of a dedup run with its lines, sorted (part files are named by Spark, gzip or not)."""
-    outputs: dict[str, list[str]] = {}
-    for part in sorted(run_folder.rglob("part-*")):
-        opener = gzip.open if part.suffix == ".gz" else open
-        with opener(part, "rt", encoding="utf-8") as lines:
-            outputs.setdefault(str(part.parent.relative_to(run_folder)), []).extend(lines)
-    return {folder: sorted(lines) for folder, lines in outputs.items()}
-
-
 def large_cases(source: Path) -> dict[str, Callable[[], Sample]]:
     """Winnow's `dedup` process against DuckDB's and Spark's cheapest dedup process on a large input; each output is
     removed after its run, so the disk holds the input and one output at a time."""
@@ -316,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="timed runs per case after the warm-up (default 3)")
     parser.add_argument("--scaling", type=int, nargs="*", default=[250_000, 500_000, 1_000_000, 2_000_000])
     parser.add_argument("--keyed-rows", type=int, default=1_000_000)
+    parser.add_argument("--small-events", type=int, nargs="+", default=small.DEFAULT_EVENTS,
+                        help="small: the inputs' sizes (default 10000 40000)")  # fmt: skip
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=DEFAULT_SECTIONS,
                         help="default: all but large")  # fmt: skip
     parser.add_argument(
@@ -350,8 +343,12 @@ def main(argv: list[str] | None = None) -> int:
     settings = vars(args) | {"results": str(args.results)}
     results: dict[str, Any] = {"machine": machine(), "settings": settings}
     started = time.monotonic()
-    source = enriched_input(args.events)
-    results["input"] = {"events": args.events, "bytes": input_bytes(source)}
+    source = DATA / f"events-{args.events}"
+    if earlier and not set(args.sections) & {"spark", "processes", "profile"}:
+        results["input"] = earlier["input"]  # no section of this run reads it: not generated for nothing
+    else:
+        source = enriched_input(args.events)
+        results["input"] = {"events": args.events, "bytes": input_bytes(source)}
 
     spark_bench = SparkBench() if set(args.sections) & {"spark", "profile", "keyed", "scaling", "manifest"} else None
     if "spark" in args.sections and spark_bench:
@@ -367,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
             run = f"run={PROCESS_RUN_ID}"
             same = output_lines(PROCESS_OUTPUT / run) == output_lines(OTHER_PROCESS_OUTPUT / run)
             results["processes_other_pyspark"] = {"version": other[0], "identical_outputs": same}
+    if "small" in args.sections:
+        log(f"small batches: whole processes on {', '.join(f'{n:,}' for n in args.small_events)} events")
+        results["small"] = small.section(args.small_events, args.runs, enriched_input, WORK, SPARK_CONFIG, log)
     if "profile" in args.sections and spark_bench:
         log(f"where the time goes: the jobs' steps on {args.events:,} events, computed without writing")
         steps = spark_bench.profile_cases(source)

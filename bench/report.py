@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench.small import PAIRS, PASSTHROUGH, TARGET_EVENTS, TARGET_RATIO
+
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 BASELINE = "pass-through"
 
@@ -37,6 +39,38 @@ def _timeline_rows(steps: list[dict[str, Any]] | None, input_text: str) -> list[
             "begins at the line the job prints for it):", "", "| step | s | share |", "| --- | ---: | ---: |"]  # fmt: skip
     rows += [f"| {step['step']} | {step['seconds']:.2f} | {step['seconds'] / total:.0%} |" for step in steps]
     return [*rows, ""]
+
+
+def _small_rows(small: dict[str, Any] | None) -> list[str]:
+    """The `small` section: a table per input size, the pairs' outputs compared, and issue 45's target."""
+    if not small:
+        return []
+    lines = ["Small batches (`small`): whole cold processes, `run` (dedup then shred) and `dedup` each against a "
+             "SQLite manifest created fresh, in the small-input session (plans interpreted, the driver JVM on the "
+             f"JIT's quick tier: what an input of `spark.small_input_mb`, {small['limit_mb']} MiB, or less gets) "
+             "and with Spark's defaults (`small_input_mb: 0`); x the Spark pass-through process on the same input:",
+             ""]  # fmt: skip
+    for size in small["sizes"]:
+        cases, events = size["cases"], size["events"]
+        baseline = cases[PASSTHROUGH]["median_seconds"]
+        chosen = "by default" if size["small_input_by_default"] else "forced: over the limit, the default is Spark's"
+        lines += [f"{events:,} events ({size['bytes'] / 1e6:.1f} MB; the small-input session {chosen}):", "",
+                  *HEADER, *_figure_rows(cases, baseline, events), ""]  # fmt: skip
+        pairs = "; ".join(
+            f"{what} {cases[small_case]['median_seconds'] / cases[defaults_case]['median_seconds']:.2f}x, "
+            f"{size['identical_outputs'][what]['lines']:,} lines in {size['identical_outputs'][what]['folders']} "
+            "folders identical"
+            for what, small_case, defaults_case in PAIRS
+        )
+        lines += [f"The small-input session against Spark's defaults: {pairs} (every output folder's lines "
+                  "compared).", ""]  # fmt: skip
+        if events == TARGET_EVENTS:
+            run = cases[PAIRS[0][1]]["median_seconds"]
+            bound = TARGET_RATIO * baseline
+            verdict = "met" if run <= bound else f"not met: {run - bound:.2f} s over {bound:.2f} s"
+            lines += [f"Issue 45's target, a `run` of {events:,} events within {TARGET_RATIO}x the pass-through "
+                      f"process: **{run / baseline:.2f}x** ({run:.2f} s against {baseline:.2f} s), {verdict}.", ""]  # fmt: skip
+    return lines
 
 
 HEADER = [
@@ -72,6 +106,7 @@ def markdown(results: dict[str, Any]) -> str:
             lines += [f"The outputs of Winnow's dedup on pyspark {other['version']} and on {results['machine']['spark']}: "
                       f"{same} (every output folder's lines compared).", ""]  # fmt: skip
         lines += _timeline_rows(results.get("processes_timeline"), f"{events:,} events")
+    lines += _small_rows(results.get("small"))
     spark_jobs = results.get("spark_jobs")
     if spark_jobs:
         baseline = spark_jobs[BASELINE]["median_seconds"]
