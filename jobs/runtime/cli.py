@@ -228,10 +228,14 @@ def run_spark_job(
     from jobs.runtime.progress import Reporter, StageWatcher
     from jobs.runtime.session import launched_by_spark_submit, spark_session
 
-    # Before the first line: listing the input is part of getting ready, not of Spark's start.
-    small_input = not launched_by_spark_submit() and is_small_input(args, config.spark.small_input_mb)
+    # Only a session the job starts gets the small-input settings. Before the first line: listing the input is part of
+    # getting ready, not of Spark's start.
+    starts_its_own = not launched_by_spark_submit() and SparkSession.getActiveSession() is None
+    small_input = starts_its_own and is_small_input(args, config.spark.small_input_mb)
     progress = Reporter(args.job)
-    progress("starting Spark")
+    progress(
+        "starting Spark (a small input: plans interpreted, spark.small_input_mb)" if small_input else "starting Spark"
+    )
     with StageWatcher(progress) as watcher:  # between the phase lines, what Spark is doing in each
         spark = spark_session(config.spark, f"winnow-{args.job}", getattr(args, "verbose", False), small_input)
         watcher.spark = spark

@@ -159,6 +159,8 @@ def killed_runs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -
     died = subprocess.run([sys.executable, "-c", DIES_AT_SEALS], cwd=redo.work, env=env, capture_output=True,
                           text=True, timeout=600)  # fmt: skip
     assert died.returncode == 137, died.stderr
+    # The process started its own session, for a small input (spark.small_input_mb): its first phase line says so.
+    assert "] starting Spark (a small input: plans interpreted, spark.small_input_mb)\n" in died.stderr
     yield base
 
 
