@@ -68,7 +68,8 @@ def _local(path: str) -> str:
 
 
 def dangling_link(err: BaseException) -> str | None:
-    """A file that is not there because it is a symbolic link to nothing (the OS's or Hadoop's "not found")."""
+    """A file that is not there because it is a symbolic link to nothing (the OS's or Hadoop's "not found"), or to
+    itself through a loop of links (the OS's "too many levels of symbolic links")."""
     named = [each.filename for each in chain(err) if isinstance(each, FileNotFoundError)]
     named += re.findall(r"FileNotFoundException: File (\S+) does not exist", _text(err))
     for path in (_local(name) for name in named if isinstance(name, str)):
@@ -77,6 +78,12 @@ def dangling_link(err: BaseException) -> str | None:
                 f"{path} is a symbolic link to {os.readlink(path)}, which does not exist. Remove the link or restore "
                 "what it points to, then run again"
             )
+    looping = [each.filename for each in chain(err) if isinstance(each, OSError) and each.errno == errno.ELOOP]
+    for path in (name for name in looping if isinstance(name, str)):
+        return (
+            f"{path} is a loop of symbolic links (one that leads back to itself: {os.readlink(path)}), which names no "
+            "file. Remove the link or point it at a file, then run again"
+        )
     return None
 
 

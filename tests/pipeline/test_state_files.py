@@ -202,6 +202,14 @@ def test_a_cut_sqlite_manifest_and_a_dangling_link_are_named_in_one_line(
         f"to {tmp_path / 'gone.tsv'}, which does not exist. Remove the link or restore what it points to, then run "
         "again (run with --debug for the traceback)"
     )  # 5cb60ce: "dedup failed: FileNotFoundError: [Errno 2] No such file or directory: '…/in/b.tsv'"
+    (root / "b.tsv").unlink()
+    (root / "c.tsv").symlink_to(root / "c.tsv")  # a link to itself
+    assert main(argv) == 1
+    assert error_line(capsys) == (
+        f"error: dedup run {RUN_B} stopped before Spark started, nothing written: {root / 'c.tsv'} is a loop of "
+        f"symbolic links (one that leads back to itself: {root / 'c.tsv'}), which names no file. Remove the link or "
+        "point it at a file, then run again (run with --debug for the traceback)"
+    )  # 76a4c7a: "dedup failed: OSError: [Errno 40] Too many levels of symbolic links: '…/in/c.tsv'"
     assert not (tmp_path / "out").exists()
 
 
