@@ -39,11 +39,12 @@ LOCAL_CONF = {
     # machine than 16 (make bench). A config's spark.conf still sets its own.
     "spark.sql.shuffle.partitions": "16",
 }
-# A small input (`spark.small_input_mb` at most, as listed before the JVM starts) is run with every plan interpreted
-# and the JIT's quick tier only: compiling code for each plan, and optimizing Spark's own, cost more than they save
-# on few rows (make bench, "small batches"). Bigger inputs keep Spark's defaults. A config's spark.conf still wins.
+# A small input (`spark.small_input_mb` at most, as listed before the JVM starts) is run with every plan interpreted,
+# the JIT's quick tier only and the serial garbage collector: compiling code for each plan, optimizing Spark's own,
+# and the parallel collector's threads cost more than they save on few rows (make bench, "small batches"). Bigger
+# inputs keep Spark's and the JVM's defaults. A config's spark.conf still wins.
 SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-SMALL_INPUT_JAVA_OPTION = "-XX:TieredStopAtLevel=1"
+SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def launched_by_spark_submit() -> bool:
@@ -83,7 +84,7 @@ def local_conf(config: SparkConfig, verbose: bool = False, small_input: bool = F
     local = {**LOCAL_CONF, **(SMALL_INPUT_CONF if small_input else {})}
     java_options = [local["spark.driver.extraJavaOptions"]]
     if small_input:
-        java_options.append(SMALL_INPUT_JAVA_OPTION)
+        java_options.append(SMALL_INPUT_JAVA_OPTIONS)
     if verbose:
         java_options.append(VERBOSE_JAVA_OPTION)
     if archive_options := class_archive.java_options():

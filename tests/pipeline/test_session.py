@@ -23,7 +23,7 @@ from jobs.runtime.session import (
     LOCAL_CONF,
     REQUIRED_CONF,
     SMALL_INPUT_CONF,
-    SMALL_INPUT_JAVA_OPTION,
+    SMALL_INPUT_JAVA_OPTIONS,
     STARTUP_CONF,
     local_conf,
     spark_session,
@@ -104,7 +104,7 @@ def test_a_small_input_is_run_interpreted_with_the_quick_jit_unless_the_config_s
     base = LOCAL_CONF["spark.driver.extraJavaOptions"]
     assert local_conf(SparkConfig()) == LOCAL_CONF
     assert local_conf(SparkConfig(), small_input=True) == {
-        **LOCAL_CONF, **SMALL_INPUT_CONF, "spark.driver.extraJavaOptions": f"{base} {SMALL_INPUT_JAVA_OPTION}"
+        **LOCAL_CONF, **SMALL_INPUT_CONF, "spark.driver.extraJavaOptions": f"{base} {SMALL_INPUT_JAVA_OPTIONS}"
     }  # fmt: skip
     own = SparkConfig(conf={"spark.sql.codegen.wholeStage": "true"})
     assert local_conf(own, small_input=True)["spark.sql.codegen.wholeStage"] == "true"
