@@ -190,8 +190,8 @@ class SparkConfig:
     conf: dict[str, str] = field(default_factory=dict)
     """Extra Spark settings, e.g. {"spark.driver.memory": "4g"}."""
     small_input_mb: int = 64
-    """An `--input` of this many MiB or less (a .gz file counted unzipped, about ten times its size) runs with the
-    session's small-input settings (jobs/runtime/session.py); 0: never."""
+    """An `--input` of this many MiB or less (a compressed file counted unpacked, about ten times its size) runs with
+    the session's small-input settings (jobs/runtime/session.py); 0: never."""
 
     def __post_init__(self) -> None:
         bad = [key for key in self.conf if not key.startswith("spark.")]

@@ -27,11 +27,11 @@ os.environ.pop("AWS_PROFILE", None)
 def spark() -> Iterator[SparkSession]:
     """The one Spark session of the test run, built the way the jobs build theirs locally."""
     from jobs.config import SparkConfig
-    from jobs.runtime.session import SMALL_INPUT_CONF, local_conf, spark_session
+    from jobs.runtime.session import SERIAL_GC, SMALL_INPUT_CONF, local_conf, spark_session
 
     # Every test's input is small: its plans run interpreted and the JVM collects with one thread, as a job's own
     # session runs a small input (without the quick JIT, which slows a session that lasts the whole suite).
-    java_options = f"{local_conf(SparkConfig())['spark.driver.extraJavaOptions']} -XX:+UseSerialGC"
+    java_options = f"{local_conf(SparkConfig())['spark.driver.extraJavaOptions']} {SERIAL_GC}"
     conf = {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g", **SMALL_INPUT_CONF,
             "spark.driver.extraJavaOptions": java_options}  # fmt: skip
     session = spark_session(SparkConfig(master="local[2]", conf=conf), app_name="winnow-tests")

@@ -78,13 +78,16 @@ def dangling_link(err: BaseException) -> str | None:
                 f"{path} is a symbolic link to {os.readlink(path)}, which does not exist. Remove the link or restore "
                 "what it points to, then run again"
             )
-    looping = [each.filename for each in chain(err) if isinstance(each, OSError) and each.errno == errno.ELOOP]
-    for path in (name for name in looping if isinstance(name, str)):
-        return (
-            f"{path} is a loop of symbolic links (one that leads back to itself: {os.readlink(path)}), which names no "
-            "file. Remove the link or point it at a file, then run again"
-        )
-    return None
+    looping = next((each.filename for each in chain(err) if isinstance(each, OSError) and each.errno == errno.ELOOP
+                    and isinstance(each.filename, str)), None)  # fmt: skip
+    if looping is None:
+        return None
+    if not os.path.islink(looping):  # the loop is a folder on its way
+        return f"{looping} lies under a loop of symbolic links, which names no file. Remove the loop, then run again"
+    return (
+        f"{looping} is a loop of symbolic links (one that leads back to itself: {os.readlink(looping)}), which names "
+        "no file. Remove the link or point it at a file, then run again"
+    )
 
 
 def damaged_sqlite(err: BaseException, manifest: str | None) -> str | None:

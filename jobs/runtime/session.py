@@ -44,7 +44,9 @@ LOCAL_CONF = {
 # and the parallel collector's threads cost more than they save on few rows (make bench, "small batches"). Bigger
 # inputs keep Spark's and the JVM's defaults. A config's spark.conf still wins.
 SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+SERIAL_GC = "-XX:+UseSerialGC"
+SMALL_INPUT_JAVA_OPTIONS = f"{QUICK_JIT} {SERIAL_GC}"
 
 
 def launched_by_spark_submit() -> bool:
@@ -78,8 +80,8 @@ def spark_session(config: SparkConfig, app_name: str, verbose: bool = False, sma
 
 
 def local_conf(config: SparkConfig, verbose: bool = False, small_input: bool = False) -> dict[str, str]:
-    """The settings of a session the job starts itself: LOCAL_CONF (with SMALL_INPUT_CONF and its JIT option for a
-    small input), the driver JVM mapping the class archive when there is one to use, then the config's own
+    """The settings of a session the job starts itself: LOCAL_CONF (with SMALL_INPUT_CONF and SMALL_INPUT_JAVA_OPTIONS
+    for a small input), the driver JVM mapping the class archive when there is one to use, then the config's own
     `spark.conf` (which wins, key by key)."""
     local = {**LOCAL_CONF, **(SMALL_INPUT_CONF if small_input else {})}
     java_options = [local["spark.driver.extraJavaOptions"]]

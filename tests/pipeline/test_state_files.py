@@ -210,6 +210,12 @@ def test_a_cut_sqlite_manifest_and_a_dangling_link_are_named_in_one_line(
         f"symbolic links (one that leads back to itself: {root / 'c.tsv'}), which names no file. Remove the link or "
         "point it at a file, then run again (run with --debug for the traceback)"
     )  # 76a4c7a: "dedup failed: OSError: [Errno 40] Too many levels of symbolic links: '…/in/c.tsv'"
+    with pytest.raises(OSError) as under_a_loop:
+        os.stat(root / "c.tsv" / "d.tsv")  # a path whose folder is the loop: not itself a link to read
+    assert explain(under_a_loop.value) == (
+        f"{root / 'c.tsv' / 'd.tsv'} lies under a loop of symbolic links, which names no file. Remove the loop, then "
+        "run again"
+    )
     assert not (tmp_path / "out").exists()
 
 
