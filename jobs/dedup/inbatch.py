@@ -15,6 +15,7 @@ The manifest's answers (cross-batch) come in as a DataFrame the job got from the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import NamedTuple
@@ -133,7 +134,7 @@ def decision_rows(
     if events is None:
         events = narrow_events(lines, fingerprint_fields, computed_fingerprints=False)
     ranked = decision_table(with_lines(lines, to_decide(events, answered), fingerprint_fields), answered)
-    chosen = _decide(F.col("line"), strategy)
+    chosen = _decide("line", strategy)
     valid = F.col("valid")
     return ranked.select(
         "*",
@@ -193,7 +194,7 @@ def apply_decisions(
     """
     joined = lines.join(F.broadcast(decisions), "row_id", "left")
     line, decided = F.col("value"), F.col("outcome").isNotNull()
-    chosen = _decide(line, strategy, layout)
+    chosen = _decide("value", strategy, layout)
     of_invalid, of_decided = bad_rows(line, chosen.errors, run_time, layout)
     text = (
         F.when(~decided, line)
@@ -251,20 +252,25 @@ class _Case(NamedTuple):
     errors: Column | None = None
 
 
-def _decide(line: Column, strategy: SyntheticStrategy, layout: Layout = "rdb") -> _Decision:
-    """Outcome, reason, line and errors (in `layout`'s shape) of a decided row, from the decision table's ranks."""
+@functools.cache  # built once per process (docs/concepts.md "Expressions built once")
+def _decide(line_column: str, strategy: SyntheticStrategy, layout: Layout = "rdb") -> _Decision:
+    """Outcome, reason, line and errors (in `layout`'s shape) of a decided row (its line in `line_column`), from
+    the decision table's ranks."""
+    line = F.col(line_column)
     no_errors = F.array().cast("array<string>" if layout == "legacy" else f"array<{ERROR_TYPE}>")
     natural_copy = F.col("natural_rank") > 1
     cross_natural = F.col("cross_batch") == SEEN_EARLIER
     cross_synthetic = F.col("cross_batch") == ID_SEEN_EARLIER
     in_batch_synthetic = F.col("live_fingerprints") > 1
 
+    if strategy == "reid":  # built once: both kinds of synthetic copy get the same new line
+        derived = field(line, "derived_contexts")
+        fits = can_take_duplicate_context(derived)
+        new_line = reidentified_line(line, F.col("event_id"), F.col("event_key"), F.col("fingerprint"))
+
     def synthetic_cases(keep_first: Column, keep_last: Column) -> list[_Case]:
         """What happens to a live synthetic copy under the strategy."""
         if strategy == "reid":
-            derived = field(line, "derived_contexts")
-            fits = can_take_duplicate_context(derived)
-            new_line = reidentified_line(line, F.col("event_id"), F.col("event_key"), F.col("fingerprint"))
             return [_Case(fits, GOOD, new_line), _Case(~fits, BAD, line, F.array(_not_an_envelope(derived, layout)))]
         if strategy == "keep-first":
             return [_Case(keep_first, GOOD, line), _Case(~keep_first, DUPLICATE, line)]

@@ -6,6 +6,7 @@ Pure functions on DataFrames; Spark built-ins only (no Python on the per-row pat
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 from pyspark.sql import Column, DataFrame
@@ -133,10 +134,20 @@ def parse_events(lines: DataFrame, fingerprint_fields: Sequence[str]) -> DataFra
       - `etl_tstamp` (null when absent) and `collector_tstamp`, as text: the validated
         `yyyy-MM-dd HH:mm:ss[.fraction]` form orders correctly as text and keeps nanoseconds.
     """
-    line = F.col("value")
     others = [name for name in lines.columns if name != "value"]
-    checked = lines.select(
-        *others,
+    checked_columns, prepared_columns, parsed_columns = _parse_columns(tuple(fingerprint_fields))
+    checked = lines.select(*others, *checked_columns)
+    prepared = checked.select(*others, *prepared_columns)
+    return prepared.select(*others, *parsed_columns)
+
+
+# Built once per process for the same arguments, as the other builders of the jobs' larger expressions: docs/concepts.md
+# "Expressions built once".
+@functools.cache
+def _parse_columns(fingerprint_fields: tuple[str, ...]) -> tuple[tuple[Column, ...], ...]:
+    """The three projections of `parse_events` after the columns it keeps."""
+    line = F.col("value")
+    checked = (
         line.alias("line"),
         # Messages only for the few invalid lines: building the array for every line cost more than the check.
         F.when(is_valid(line), F.array().cast("array<string>")).otherwise(line_errors(line)).alias("errors"),
@@ -146,33 +157,27 @@ def parse_events(lines: DataFrame, fingerprint_fields: Sequence[str]) -> DataFra
         ),
     )
     etl = F.col("etl_tstamp")
-    prepared = checked.select(
-        *others,
-        "line",
-        "errors",
-        "event_id",
+    prepared = (
+        *map(F.col, ("line", "errors", "event_id")),
         event_key(F.col("event_id")).alias("event_key"),
-        "event_fingerprint",
+        F.col("event_fingerprint"),
         F.when(etl != "", etl).alias("etl_tstamp"),
-        "collector_tstamp",
+        F.col("collector_tstamp"),
         # Split only the lines that need a computed fingerprint; the next projection reads the array
         # many times, and Spark keeps a non-trivial expression used more than once in its own projection.
         F.when((F.size("errors") == 0) & (F.col("event_fingerprint") == ""), F.split(F.col("line"), "\t")).alias(
             "all_fields"
         ),
     )
-    return prepared.select(
-        *others,
-        "line",
-        "errors",
-        "event_id",
-        "event_key",
+    parsed = (
+        *map(F.col, ("line", "errors", "event_id", "event_key")),
         F.when(F.col("event_fingerprint") != "", F.col("event_fingerprint"))
         .otherwise(computed_fingerprint(F.col("all_fields"), fingerprint_fields))
         .alias("fingerprint"),
-        "etl_tstamp",
-        "collector_tstamp",
+        F.col("etl_tstamp"),
+        F.col("collector_tstamp"),
     )
+    return checked, prepared, parsed
 
 
 def narrow_events(lines: DataFrame, fingerprint_fields: Sequence[str], computed_fingerprints: bool = True) -> DataFrame:
@@ -190,21 +195,28 @@ def narrow_events(lines: DataFrame, fingerprint_fields: Sequence[str], computed_
     """
     others = [name for name in lines.columns if name != "value"]
     split = lines.select(*others, F.split(F.col("value"), "\t").alias("all_fields"))
+    valid, narrowed = _narrow_columns(tuple(fingerprint_fields), computed_fingerprints)
+    # Validity in a projection of its own: the next one reads it four times.
+    checked = split.select(*others, valid.alias("valid"), "all_fields")
+    return checked.select(*others, F.col("valid"), *narrowed)
+
+
+@functools.cache  # built once per process (docs/concepts.md "Expressions built once")
+def _narrow_columns(
+    fingerprint_fields: tuple[str, ...], computed_fingerprints: bool
+) -> tuple[Column, tuple[Column, ...]]:
+    """`narrow_events`' verdict over `all_fields`, and its columns after `valid`."""
 
     def at(name: str) -> Column:
         return F.get(F.col("all_fields"), FIELD_INDEX[name])
 
     valid = _valid_event(F.size("all_fields") == FIELD_COUNT, at)
-    # Validity in a projection of its own: the next one reads it four times.
-    checked = split.select(*others, valid.alias("valid"), "all_fields")
     etl = at("etl_tstamp")
     given = at("event_fingerprint")
     fingerprint = F.when(given != "", given)
     if computed_fingerprints:
         fingerprint = fingerprint.otherwise(computed_fingerprint(F.col("all_fields"), fingerprint_fields))
-    return checked.select(
-        *others,
-        "valid",
+    return valid, (
         F.when(F.col("valid"), event_key(at("event_id"))).alias("event_key"),
         F.when(F.col("valid"), fingerprint).alias("fingerprint"),
         F.when(F.col("valid") & (etl != ""), etl).alias("etl_tstamp"),

@@ -4,7 +4,9 @@ of the decided events in either layout (atomic events, entity lines as JSON or T
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
+from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -47,62 +49,97 @@ def shred_events(parsed: DataFrame, layout: Layout = "rdb") -> DataFrame:
     Snowplow's SDK does (`rdb.decoding_errors`), and reports the JSON fields of any 131-field line.
     """
     with_entities = _with_field_entities(parsed, layout)
+    built = _decision_columns(layout)
+    if built.decoding is not None:
+        # In a projection of its own: the failure reads it twice, and Spark would otherwise build it twice.
+        with_entities = with_entities.select("*", built.decoding.alias("decoding"))
+    checked = with_entities.select(
+        "line",
+        built.errors.alias("errors"),
+        built.failure.alias("failure"),
+        built.fields.alias("fields"),
+        "event_id",
+        "collector_tstamp",
+        built.entities.alias("entities"),
+    )
+    return checked.select("line", *built.decided)
+
+
+class _DecisionColumns(NamedTuple):
+    """`shred_events`' expressions: `decoding` (rdb: its own projection), then those of `checked`, then `decided`
+    (the returned columns after `line`)."""
+
+    decoding: Column | None
+    errors: Column
+    failure: Column
+    fields: Column
+    entities: Column
+    decided: tuple[Column, ...]
+
+
+@functools.cache  # built once per process (docs/concepts.md "Expressions built once")
+def _decision_columns(layout: Layout) -> _DecisionColumns:
     no_errors = F.array().cast("array<string>")
     json_errors = {
         name: F.when(F.col("readable"), field_errors(name, F.col(name), F.col(f"{name}_entities"))).otherwise(no_errors)
         for name in JSON_FIELDS
     }
+    decoding = None
     if layout == "legacy":
         errors = F.concat(F.col("errors"), *json_errors.values())
         failure = F.lit(None).cast(badrows.FAILURE_TYPE)
         fields = F.lit(None).cast("array<string>")
     else:
-        # In a projection of its own: the failure reads it twice, and Spark would otherwise build it twice.
-        with_entities = with_entities.select(
-            "*", F.when(F.col("readable"), rdb.decoding_errors(F.col("all_fields"), json_errors)).alias("decoding")
-        )
+        decoding = F.when(F.col("readable"), rdb.decoding_errors(F.col("all_fields"), json_errors))
         errors = no_errors
         failure = badrows.failure(F.size("all_fields"), F.col("decoding"))
         fields = F.when(F.col("readable"), F.col("all_fields"))
-    checked = with_entities.select(
-        "line",
-        errors.alias("errors"),
-        failure.alias("failure"),
-        fields.alias("fields"),
-        "event_id",
-        "collector_tstamp",
-        F.concat(*(F.col(f"{name}_entities") for name in KIND_ORDER)).alias("entities"),
-    )
     is_good = (F.size("errors") == 0) & F.col("failure").isNull()
-    return checked.select(
-        "line",
+    decided = (
         is_good.alias("good"),
-        "errors",
-        "failure",
+        F.col("errors"),
+        F.col("failure"),
         F.when(is_good, F.col("fields")).alias("fields"),
-        "event_id",
+        F.col("event_id"),
         F.when(is_good, F.col("collector_tstamp")).alias("collector_tstamp"),
         F.when(is_good, root_tstamp(F.col("collector_tstamp"))).alias("root_tstamp"),
         F.when(is_good, typed_entities(F.col("entities"))).otherwise(F.array().cast(_TYPED)).alias("entities"),
     )
+    entities = F.concat(*(F.col(f"{name}_entities") for name in KIND_ORDER))
+    return _DecisionColumns(decoding, errors, failure, fields, entities, decided)
 
 
 def _with_field_entities(parsed: DataFrame, layout: Layout) -> DataFrame:
     """The parsed lines split on tabs (`all_fields`), `readable`, and per JSON field its text, its parsed envelope
     (`NAME_env`) and its entities (`NAME_entities`)."""
-    line = F.col("line")
-    # The line split once: the field count, the JSON fields and (rdb) every value to decode come from it.
-    split = parsed.select("line", "errors", "event_id", "collector_tstamp", F.split(line, "\t").alias("all_fields"))
-    readable = (F.size("errors") == 0) if layout == "legacy" else (F.size("all_fields") == FIELD_COUNT)
-    raw_fields = (F.when(F.col("readable"), F.get("all_fields", FIELD_INDEX[name])).alias(name) for name in JSON_FIELDS)
+    split_line, readable, raw_fields, json_columns, entity_columns = _entity_columns(layout)
+    split = parsed.select("line", "errors", "event_id", "collector_tstamp", split_line.alias("all_fields"))
     with_raw = split.select("line", "errors", "event_id", "collector_tstamp", "all_fields", readable.alias("readable"))
     with_raw = with_raw.select("*", *raw_fields)
-    with_json = with_raw.select("*", *parse_json_fields({name: F.col(name) for name in JSON_FIELDS}))
+    with_json = with_raw.select("*", *json_columns)
     # Each field's entities once, in their own column: the checks and the output read them.
     return with_json.select(
         "line", "errors", "event_id", "collector_tstamp", "all_fields", "readable", *JSON_FIELDS,
-        *(f"{name}_env" for name in JSON_FIELDS), *(field_entities(name).alias(f"{name}_entities") for name in JSON_FIELDS),
+        *(f"{name}_env" for name in JSON_FIELDS), *entity_columns,
     )  # fmt: skip
+
+
+@functools.cache  # built once per process (docs/concepts.md "Expressions built once")
+def _entity_columns(
+    layout: Layout,
+) -> tuple[Column, Column, tuple[Column, ...], tuple[Column, ...], tuple[Column, ...]]:
+    """`_with_field_entities`' expressions: the split line, `readable`, the raw JSON fields, their envelopes, their
+    entities."""
+    line = F.col("line")
+    # The line split once: the field count, the JSON fields and (rdb) every value to decode come from it.
+    split_line = F.split(line, "\t")
+    readable = (F.size("errors") == 0) if layout == "legacy" else (F.size("all_fields") == FIELD_COUNT)
+    raw_fields = tuple(
+        F.when(F.col("readable"), F.get("all_fields", FIELD_INDEX[name])).alias(name) for name in JSON_FIELDS
+    )
+    json_columns = tuple(parse_json_fields({name: F.col(name) for name in JSON_FIELDS}))
+    entity_columns = tuple(field_entities(name).alias(f"{name}_entities") for name in JSON_FIELDS)
+    return split_line, readable, raw_fields, json_columns, entity_columns
 
 
 def entity_uris(good: DataFrame) -> DataFrame:
@@ -216,8 +253,13 @@ def _own_folder(plan: ShredPlan) -> Column:
 
 def _own_text(plan: ShredPlan) -> Column:
     """An event's own line: its atomic line when good, else its `loader_iglu_error` or `loader_parsing_error` row."""
+    return _own_text_of(bool(plan.failures))
+
+
+@functools.cache  # built once per process (docs/concepts.md "Expressions built once")
+def _own_text_of(failures: bool) -> Column:
     text = F.when(F.col("good"), rdb.atomic_line(F.col("fields")))
-    if plan.failures:  # the payload's expression is large: only there when a schema failed
+    if failures:  # the payload's expression is large: only there when a schema failed
         payload = event_json(F.col("fields"), F.col("entities"))  # a failed event is good: it has its fields
         text = text.when(
             F.col("iglu_failure").isNotNull(), rdb.iglu_bad_row(F.col("iglu_failure"), payload, __version__)
