@@ -102,10 +102,17 @@ def with_lines(lines: DataFrame, events: DataFrame, fingerprint_fields: Sequence
     their lines read again, looked up by `row_id` in the broadcast `events` (used once in the plan, so the
     narrow pass that found them runs once)."""
     fetched = lines.join(F.broadcast(events), "row_id").withColumnRenamed("value", "line")
+    return fetched.select(
+        *(name for name in fetched.columns if name != "fingerprint"), *_line_columns(tuple(fingerprint_fields))
+    )
+
+
+@functools.cache  # built once per process (docs/concepts.md "Expressions built once")
+def _line_columns(fingerprint_fields: tuple[str, ...]) -> tuple[Column, Column]:
+    """`with_lines`' `event_id` and `fingerprint` (computed where the narrow pass left it out) from `line`."""
     line, fingerprint = F.col("line"), F.col("fingerprint")
     computed = computed_fingerprint(F.split(line, "\t"), fingerprint_fields)
-    return fetched.select(
-        *(name for name in fetched.columns if name != "fingerprint"),
+    return (
         field(line, "event_id").alias("event_id"),
         F.when(F.col("valid"), F.coalesce(fingerprint, computed)).alias("fingerprint"),
     )
@@ -186,7 +193,8 @@ def apply_decisions(
     lines: DataFrame, decisions: DataFrame, strategy: SyntheticStrategy, run_time: datetime, layout: Layout = "rdb"
 ) -> DataFrame:
     """`outcome`, `reason`, `text` for every line: the lines `decisions` (from `decision_rows`) names as it says,
-    the rest good as they are; a bad line's text is its bad row in the `layout`'s shape (`bad_rows`).
+    the rest good as they are; a bad line's text is its bad row in the `layout`'s shape (`_legacy_bad_rows`,
+    `_rdb_bad_rows`).
 
     The decision table is broadcast, so each line is looked up by `row_id` where it is read: the per-row work
     for a line nobody has to decide is the lookup alone; the texts of decided lines are built here, so the
@@ -195,7 +203,10 @@ def apply_decisions(
     joined = lines.join(F.broadcast(decisions), "row_id", "left")
     line, decided = F.col("value"), F.col("outcome").isNotNull()
     chosen = _decide("value", strategy, layout)
-    of_invalid, of_decided = bad_rows(line, chosen.errors, run_time, layout)
+    if layout == "legacy":  # its rows say the run's time
+        of_invalid, of_decided = _legacy_bad_rows(line, chosen.errors, run_time)
+    else:
+        of_invalid, of_decided = _rdb_bad_rows(strategy)
     text = (
         F.when(~decided, line)
         .when(~F.col("valid"), of_invalid)
@@ -207,22 +218,24 @@ def apply_decisions(
     )
 
 
-def bad_rows(line: Column, errors: Column, run_time: datetime, layout: Layout) -> tuple[Column, Column]:
-    """The bad row of an invalid line, and of a valid line decided bad (its `errors`, from `_decide`: a synthetic
-    copy `reid` cannot re-identify).
+def _legacy_bad_rows(line: Column, errors: Column, run_time: datetime) -> tuple[Column, Column]:
+    """The legacy bad row (`{"line", "errors", "failure_tstamp"}`, dedup's messages) of an invalid line, and of a
+    valid line decided bad (its `errors`, from `_decide`: a synthetic copy `reid` cannot re-identify)."""
+    return bad_row_json(line, line_errors(line), run_time), bad_row_json(line, errors, run_time)
 
-    rdb: `loader_parsing_error` 2-0-0, as shred's rdb layout writes it (processor `winnow-dedup`): an invalid
-    line's failure is `NotTSV`, `FieldNumberMismatch` or a `RowDecodingError` listing the values dedup checks
-    that do not decode (`badrows.line_failure`); a copy reid cannot re-identify is a `RowDecodingError` with an
-    `InvalidValue` for its derived_contexts. legacy: `{"line", "errors", "failure_tstamp"}` with dedup's messages.
-    """
-    if layout == "legacy":
-        return bad_row_json(line, line_errors(line), run_time), bad_row_json(line, errors, run_time)
+
+@functools.cache  # built once per process (docs/concepts.md "Expressions built once")
+def _rdb_bad_rows(strategy: SyntheticStrategy) -> tuple[Column, Column]:
+    """`loader_parsing_error` 2-0-0 bad rows, as shred's rdb layout writes them (processor `winnow-dedup`), of the
+    line in `value`: for an invalid line, `NotTSV`, `FieldNumberMismatch` or a `RowDecodingError` listing the
+    values dedup checks that do not decode (`badrows.line_failure`); for a valid line decided bad (a synthetic
+    copy `reid` cannot re-identify), a `RowDecodingError` with an `InvalidValue` for its derived_contexts."""
+    line = F.col("value")
 
     def row(problem: Column) -> Column:
         return parsing_error_row(line, problem, PROCESSOR_ARTIFACT, __version__)
 
-    return row(line_failure(line)), row(row_decoding_error(errors))
+    return row(line_failure(line)), row(row_decoding_error(_decide("value", strategy, "rdb").errors))
 
 
 def _not_an_envelope(derived: Column, layout: Layout) -> Column:
