@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from jobs.prog import LOCAL_PROG, local_prog
 from jobs.runtime.cli import build_parser, console_main
-from jobs.runtime.invocation import EMR_PROG, LOCAL_PROG, Invocation
+from jobs.runtime.invocation import EMR_PROG, Invocation
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,6 +109,14 @@ def test_the_prog_is_python_m_jobs_unless_run_as_winnow(
     assert capsys.readouterr().out.startswith("usage: winnow ")
 
 
+def test_a_local_way_out_names_this_interpreter_and_the_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pasted into a shell whose `python` is another (or none), in another folder: the interpreter by its path, the
+    checkout on PYTHONPATH (the package runs from it here, not installed); under spark-submit, the plain name."""
+    assert local_prog() == f"PYTHONPATH={shlex.quote(str(ROOT))} {shlex.quote(sys.executable)} -m jobs"
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "41234")
+    assert local_prog() == LOCAL_PROG == "python -m jobs"
+
+
 def test_a_printed_redo_is_the_whole_command_line_quoted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What a later run prints to redo a run parses back to the run's own options (abbreviated or `=` forms too),
     paths absolute, `--create` left out, from any folder; on EMR it says how the state machine redoes it first."""
@@ -119,11 +128,11 @@ def test_a_printed_redo_is_the_whole_command_line_quoted(tmp_path: Path, monkeyp
     args = parser.parse_args(given)
     printed = Invocation.of(parser, args, LOCAL_PROG).again("2026-11-24-05-00-00")
     assert printed == (
-        f"python -m jobs run --input '{tmp_path}/in put' --output '{tmp_path}/it'\"'\"'s [x]' --config "
+        f"{local_prog()} run --input '{tmp_path}/in put' --output '{tmp_path}/it'\"'\"'s [x]' --config "
         f"{tmp_path}/c.json --synthetic quarantine --manifest sqlite:{tmp_path}/m.db --incremental --max-files 3 "
         "--format widerow --run-id 2026-11-24-05-00-00"
     )
-    again = vars(build_parser().parse_args(shlex.split(printed)[3:]))
+    again = vars(build_parser().parse_args(shlex.split(printed)[len(shlex.split(local_prog())) :]))
     assert {name: value for name, value in again.items() if value != vars(args)[name]} == {
         "input": f"{tmp_path}/in put", "output": f"{tmp_path}/it's [x]", "config": f"{tmp_path}/c.json",
         "manifest": f"sqlite:{tmp_path}/m.db", "create": False, "run_id": "2026-11-24-05-00-00",

@@ -40,7 +40,8 @@ from jobs.manifest import Manifest, ManifestCheck, ManifestRun, ManifestStats, o
 from jobs.manifest.base import RegisteredRun, run_key
 from jobs.manifest.unfinished import run_register
 from jobs.manifest.writer_lease import writer_lease
-from jobs.runtime.invocation import LOCAL_PROG, absolute_uri, command
+from jobs.prog import local_prog
+from jobs.runtime.invocation import absolute_uri, command
 
 # Where each outcome is written in the run folder; dropped copies go to duplicates/ with their reason.
 OUTPUT_FOLDERS = {GOOD: contract.GOOD, DUPLICATE: contract.DUPLICATES, DROPPED: contract.DUPLICATES,
@@ -186,7 +187,7 @@ def _redo_command(input_path: str, output_path: str, run_id: str, incremental: b
                "--layout", config.shred.layout, *(["--incremental"] if incremental else [])]  # fmt: skip
     if config.manifest.uri is not None:
         options += ["--manifest", absolute_uri(config.manifest.uri)]
-    return command(LOCAL_PROG, ["dedup", *options])
+    return command(local_prog(), ["dedup", *options])
 
 
 def _run_in_folder(

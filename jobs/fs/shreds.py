@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from jobs.contract import SUCCESS_MARKER, SUMMARY
 from jobs.fs import store
 from jobs.fs.runs import UnfinishedShredError, run_folder, run_lease
+from jobs.prog import local_prog
 
 PENDING = "_shred_pending"
 """Beside the run folders (hidden from Spark and from the listers, as `_leases` and `_ledger` are)."""
@@ -59,7 +60,7 @@ class PendingShred:
         """The shred command that completes it, every path shell-quoted (pasteable as printed)."""
         argv = ["--input", f"{self.dedup_folder}/good", "--output", self.shredded.rstrip("/"),
                 "--run-id", self.run_id, *self.options]  # fmt: skip
-        return f"python -m jobs shred {shlex.join(argv)}"
+        return f"{local_prog()} shred {shlex.join(argv)}"
 
     def write(self) -> None:
         """Write the marker whole (a temporary file renamed locally, one PUT on S3); a redo's replaces its own."""
@@ -90,7 +91,7 @@ def read_marker(deduplicated: str, run_id: str) -> PendingShred | None:
     except (ValueError, KeyError, TypeError) as err:
         raise DamagedShredMarkerError(
             f"{path}: not a shred marker as a dedup run writes it ({type(err).__name__}: {err}); nothing was written. "
-            f"Complete run {run_id}'s shred (python -m jobs shred --input {shlex.quote(run_folder(deduplicated, run_id))}"
+            f"Complete run {run_id}'s shred ({local_prog()} shred --input {shlex.quote(run_folder(deduplicated, run_id))}"
             f"/good with its pipeline's --output, --run-id {run_id} and options), then remove the marker"
         ) from None
     return pending

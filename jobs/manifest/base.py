@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame
 
 from jobs.errors import WinnowError
 from jobs.fs.paths import normalized
+from jobs.prog import local_prog
 
 SECONDS_PER_DAY = 86_400
 
@@ -133,7 +134,7 @@ class RegisteredRun:
         """The command that abandons the run (`manifest abandon`), for a run whose input is gone for good."""
         output = self.folder.rstrip("/").rsplit("/", 1)[0]
         return (
-            f"python -m jobs manifest abandon --manifest {shlex.quote(manifest_uri)} --output {shlex.quote(output)} "
+            f"{local_prog()} manifest abandon --manifest {shlex.quote(manifest_uri)} --output {shlex.quote(output)} "
             f"--run-id {self.run_id}"
         )
 

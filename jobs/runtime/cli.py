@@ -24,6 +24,7 @@ from jobs.errors import WinnowError
 from jobs.fs.paths import check_readable
 from jobs.fs.runs import new_run_id, run_timestamp
 from jobs.incremental.ledger import NothingToDo
+from jobs.prog import LOCAL_PROG
 from jobs.runtime.invocation import Invocation
 
 # Modules with a `register(subparsers)` function, in the order `--help` lists them.
@@ -49,7 +50,7 @@ class JobFailedError(WinnowError):
 SparkJob = Callable[[SparkSession, JobConfig, str, Progress], dict[str, Any]]
 
 
-def build_parser(prog: str = "python -m jobs") -> argparse.ArgumentParser:
+def build_parser(prog: str = LOCAL_PROG) -> argparse.ArgumentParser:
     """The parser of every job; `prog` is the command its usage and help name."""
     parser = argparse.ArgumentParser(prog=prog, description="Winnow: deduplicate and shred event data on Spark.")
     subparsers = parser.add_subparsers(dest="job", required=True, metavar="JOB")
@@ -91,7 +92,7 @@ def add_run_options(parser: argparse.ArgumentParser, run_id_help: str = RUN_ID_H
     )
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m jobs") -> int:
+def main(argv: Sequence[str] | None = None, prog: str = LOCAL_PROG) -> int:
     """Run one job; 0 when it completed, 2 for a usage, config or environment error, 1 when the job failed.
 
     Every error ends as one line on stderr (`error: …`); `--debug` adds the traceback.

@@ -5,6 +5,8 @@ is built from the run's own parsed arguments, not written by hand: every option 
 `--x=y` forms come out whole), local paths made absolute, `--run-id` set, `--create` dropped (the manifest exists
 by then), quoted with `shlex.join`. On EMR Serverless (`emr_main.py`) a run is redone through the state machine,
 so the line says that first, then the same job by hand.
+
+A local way out starts with `jobs.prog.local_prog()`, which runs from any folder.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from dataclasses import dataclass
 from urllib.parse import urlparse
 
 from jobs.fs.paths import absolute
+from jobs.prog import LOCAL_PROG, local_prog
 
 EMR_PROG = "emr_main.py"
 """The `prog` of `jobs.entrypoints.emr_main`: the job runs on EMR Serverless, started by the state machine."""
-LOCAL_PROG = "python -m jobs"
 
 # Options whose values are local paths or URIs (made absolute: a redo may run from another folder).
 PATH_OPTIONS = frozenset({"input", "output", "config", "shredded", "iglu_config", "state", "table", "deduplicated"})
@@ -43,7 +45,8 @@ class Invocation:
 
     def again(self, run_id: str) -> str:
         """The command that runs this job (one with `--run-id`) again as run `run_id`, ready to paste into a shell."""
-        by_hand = command(LOCAL_PROG if self.prog == EMR_PROG else self.prog, [*self.words, "--run-id", run_id])
+        prog = {EMR_PROG: LOCAL_PROG, LOCAL_PROG: local_prog()}.get(self.prog, self.prog)
+        by_hand = command(prog, [*self.words, "--run-id", run_id])
         if self.prog != EMR_PROG:
             return by_hand
         state = {"runId": run_id}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
+from jobs.prog import local_prog
 from jobs.runtime.cli import main
 
 # The embedded copy of Iglu Central shipped with the jobs.
@@ -31,6 +33,17 @@ DEFAULTS = {
 }
 
 RUN_ID = "2026-11-22-03-00-00"
+# How every printed local way out starts: this interpreter, with the checkout on PYTHONPATH (`jobs.prog`).
+PROG = local_prog()
+
+
+def job_words(command: str) -> list[str]:
+    """The words of a printed command after `PROG`, as a shell splits them: what `main` is given."""
+    words, prog = shlex.split(command), shlex.split(PROG)
+    assert words[: len(prog)] == prog, command
+    return words[len(prog) :]
+
+
 ID_A = "a0000000-0000-4000-8000-000000000001"
 ID_B = "b0000000-0000-4000-8000-000000000002"
 ID_C = "c0000000-0000-4000-8000-000000000003"

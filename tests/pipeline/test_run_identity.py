@@ -8,7 +8,6 @@ pairs, the register entry, no `_SUCCESS`); the leases are released on the way ou
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from jobs.fs.run_folder import RunFolder
 from jobs.runtime.cli import main
-from tests.pipeline.helpers import error_line, event, read_lines
+from tests.pipeline.helpers import PROG, error_line, event, job_words, read_lines
 from tests.pipeline.helpers import numbered_id as uuid
 from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
 
@@ -135,23 +134,23 @@ def test_a_run_that_can_never_be_redone_is_abandoned(
     second = dedup(batch(tmp_path / "in-2", events(0, 1, 7)), out, RUN_B, manifest_uri, "--config", settings)
     assert main(second) == 1
     line = error_line(capsys)
-    abandon = f"python -m jobs manifest abandon --manifest {manifest_uri} --output {out} --run-id {RUN_A}"
+    abandon = f"{PROG} manifest abandon --manifest {manifest_uri} --output {out} --run-id {RUN_A}"
     assert f"If its input is gone for good, {abandon} abandons it (its events then wait for a later batch). " in line
     if manifest_uri.startswith("sqlite:"):  # refused while a writer holds the manifest
         lease = Path(f"{manifest_uri.removeprefix('sqlite:')}.lease")
         lease.write_text(
             json.dumps({"job": "dedup", "run_id": "x", "host": "h", "pid": 1, "started_at": "now", "token": "t"})
         )
-        assert main(shlex.split(abandon)[3:]) == 1
+        assert main(job_words(abandon)) == 1
         assert "is being written by" in error_line(capsys)
         lease.unlink()
-    elsewhere = shlex.split(abandon.replace(f"--output {out}", f"--output {tmp_path / 'other'}"))[3:]
+    elsewhere = job_words(abandon.replace(f"--output {out}", f"--output {tmp_path / 'other'}"))
     assert main(elsewhere) == 2  # not a run of that output: refused, nothing changed (not "abandoned", exit 0)
     assert error_line(capsys).endswith(f"run {RUN_A} is registered for {out}/run={RUN_A}: give --output the folder "
                                        "that holds that run=ID (for a `run`, its OUT/deduplicated)")  # fmt: skip
-    assert main(shlex.split(abandon)[3:]) == 0  # the printed way out, word for word
+    assert main(job_words(abandon)) == 0  # the printed way out, word for word
     assert f"run {RUN_A} is abandoned: its events are in no completed output" in capsys.readouterr().out
     assert main(second) == 0
     assert good(out, RUN_B) == sorted(events(0, 1, 7))  # the abandoned run's events, delivered by a later batch
-    assert main(shlex.split(abandon.replace(RUN_A, RUN_B))[3:]) == 2  # a completed run: nothing to abandon
+    assert main(job_words(abandon.replace(RUN_A, RUN_B))) == 2  # a completed run: nothing to abandon
     assert error_line(capsys).startswith(f"error: --run-id: run {RUN_B} of {out} completed")

@@ -35,7 +35,7 @@ from jobs.manifest.base import RegisteredRun, run_key
 from jobs.manifest.sqlite import SqliteManifest
 from jobs.manifest.unfinished import UnfinishedRunError, run_register
 from jobs.runtime.cli import main
-from tests.pipeline.helpers import error_line, event, read_lines
+from tests.pipeline.helpers import PROG, error_line, event, read_lines
 from tests.pipeline.helpers import numbered_events as events
 from tests.pipeline.helpers import numbered_id as uuid
 from tests.pipeline.helpers import write_lines as write
@@ -188,9 +188,9 @@ def test_a_killed_run_with_its_ledger_entry_deleted_stops_the_next_run_until_it_
     assert error_line(capsys) == (
         f"error: manifest {manifest}: run {RUN_A} recorded its events and has not completed (no "
         f"{output}/run={RUN_A}/_SUCCESS), so no later run may decide against them; nothing was written. "
-        "If its input is gone for good, python -m jobs manifest abandon --manifest "
+        f"If its input is gone for good, {PROG} manifest abandon --manifest "
         f"{manifest} --output {output} --run-id {RUN_A} abandons it (its events then wait for a later batch). Else "
-        f"redo it first: python -m jobs dedup --input {root} --output {output} --config {settings} --manifest "
+        f"redo it first: {PROG} dedup --input {root} --output {output} --config {settings} --manifest "
         f"{manifest} --incremental --run-id {RUN_A}"
     )
     assert not (output / f"run={RUN_B}").exists() and not list((output / "_ledger").glob("*.json"))
@@ -217,7 +217,7 @@ def test_a_late_run_killed_during_shred_stops_the_next_run_until_the_pasted_shre
     shredded, lease = output / "shredded", output / "shredded" / "_leases" / f"run={RUN_A}.json"
     assert main(case.pipeline(RUN_C, "c")) == 1
     quoted = f"'{output}/deduplicated/run={RUN_A}/good' --output '{shredded}' --run-id {RUN_A}"
-    command = f"python -m jobs shred --input {quoted}"
+    command = f"{PROG} shred --input {quoted}"
     assert error_line(capsys) == (
         f"error: run {RUN_A}: its dedup completed and its shred did not (no {shredded}/run={RUN_A}/_SUCCESS), so "
         f"its events are not in the warehouse yet; nothing was written. Its lease {lease} is still there: once that "
@@ -225,10 +225,9 @@ def test_a_late_run_killed_during_shred_stops_the_next_run_until_the_pasted_shre
     )
     assert not (output / "deduplicated" / f"run={RUN_C}").exists()
 
-    lease.unlink()  # the printed way out, word for word, through a shell (`python` is this interpreter)
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    pasted = subprocess.run(["bash", "-c", command], cwd=ROOT, env={**os.environ, "PATH": path},
-                            capture_output=True, text=True, timeout=600)  # fmt: skip
+    lease.unlink()  # the printed way out, word for word, through a shell in another folder, no PYTHONPATH set
+    pasted = subprocess.run(["bash", "-c", command], cwd=killed_runs, env=operator_shell(), capture_output=True,
+                            text=True, timeout=600)  # fmt: skip
     assert pasted.returncode == 0, pasted.stderr
     assert main(case.pipeline(RUN_C, "c")) == 0
     sealed = [folder for folder in output.glob("*/run=*") if (folder / "_SUCCESS").exists()]
@@ -239,6 +238,14 @@ def test_a_late_run_killed_during_shred_stops_the_next_run_until_the_pasted_shre
                    for line in read_lines(folder / ATOMIC))  # fmt: skip
     assert good == shred == [uuid(number) for number in range(0, 8)]  # every event once, in the warehouse's input
     assert list((output / "deduplicated" / "_shred_pending").iterdir()) == []
+
+
+def operator_shell() -> dict[str, str]:
+    """An operator's shell: no PYTHONPATH, and a PATH without this interpreter's folder (its `python` is another
+    one, or none): the printed line must carry what it needs."""
+    venv_bin = str(Path(sys.executable).parent)
+    path = os.pathsep.join(part for part in os.environ["PATH"].split(os.pathsep) if part != venv_bin)
+    return {**{name: value for name, value in os.environ.items() if name != "PYTHONPATH"}, "PATH": path}
 
 
 def completed_ids(folders: list[Path], subfolder: str) -> list[str]:
@@ -263,17 +270,15 @@ def test_the_printed_redo_pasted_into_a_shell_leaves_every_event_once(
     assert main(RedoCase.argv(RUN_B, "b")) == 1
     printed = error_line(capsys).split("Else redo it first: ", 1)[1]
     assert printed == (
-        f"python -m jobs run --input {shlex.quote(str(work / 'in put' / 'a'))} --output "
+        f"{PROG} run --input {shlex.quote(str(work / 'in put' / 'a'))} --output "
         f"{shlex.quote(str(work / output))} --config {shlex.quote(str(work / 'con fig.json'))} --synthetic quarantine "
         f"--manifest {shlex.quote(f'sqlite:{work}/the manifest.db')} --run-id {RUN_A}"
     )
     dedup_output = work / output / "deduplicated"
     (dedup_output / "_leases" / f"run={RUN_A}.json").unlink()  # the killed run's folder lease (its line: above)
 
-    shell = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-             "PYTHONPATH": str(ROOT)}  # `python -m jobs` as an operator has it  # fmt: skip
-    redo = subprocess.run(["bash", "-c", printed], cwd=elsewhere, env=shell, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    redo = subprocess.run(["bash", "-c", printed], cwd=elsewhere, env=operator_shell(), capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
     assert redo.returncode == 0, redo.stderr
     assert main(RedoCase.argv(RUN_B, "b")) == 0
 
@@ -359,8 +364,8 @@ def test_dedup_with_shredded_stops_before_spark_while_an_earlier_shred_is_unfini
     assert main(argv) == 1
     assert error_line(capsys) == (
         f"error: run {RUN_A}: its dedup completed and its shred did not (no {shredded}/run={RUN_A}/_SUCCESS), so "
-        f"its events are not in the warehouse yet; nothing was written. Complete it first, then run again: python -m "
-        f"jobs shred --input {deduplicated}/run={RUN_A}/good --output {shredded} --run-id {RUN_A}"
+        f"its events are not in the warehouse yet; nothing was written. Complete it first, then run again: {PROG} "
+        f"shred --input {deduplicated}/run={RUN_A}/good --output {shredded} --run-id {RUN_A}"
     )
     assert sorted(path.name for path in deduplicated.iterdir()) == [f"run={RUN_A}"]  # nothing written
 
@@ -376,7 +381,7 @@ def test_the_shred_check_reads_s3_folders_as_the_deployed_jobs_see_them() -> Non
             require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded/", RUN_B)
         assert str(stopped.value).endswith(
             f"Its lease s3://out/shredded/_leases/run={RUN_A}.json is still there: once that run is gone, remove it "
-            f"first. Complete it first, then run again: python -m jobs shred --input s3://out/deduplicated/run={RUN_A}"
+            f"first. Complete it first, then run again: {PROG} shred --input s3://out/deduplicated/run={RUN_A}"
             f"/good --output s3://out/shredded --run-id {RUN_A}"
         )
         require_earlier_shred_complete("s3://out/deduplicated", "s3://out/shredded", RUN_A)  # none before A

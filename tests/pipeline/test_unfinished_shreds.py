@@ -6,7 +6,6 @@ it), and the printed command completes it: every event in exactly one completed 
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 
 import boto3
@@ -16,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from jobs.runtime.cli import main
 from jobs.shred import job as shred_job
-from tests.pipeline.helpers import event, read_lines
+from tests.pipeline.helpers import PROG, event, job_words, read_lines
 from tests.pipeline.helpers import numbered_id as uuid
 
 RUN_A, RUN_B, RUN_C = "2026-11-24-01-00-00", "2026-11-24-02-00-00", "2026-11-24-03-00-00"
@@ -61,15 +60,13 @@ def test_a_late_batch_whose_shred_failed_stops_the_next_dedup_with_shredded_unti
     quoted = f"'{output}/deduplicated/run={RUN_A}/good' --output '{output}/shredded' --run-id {RUN_A}"
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"error: run {RUN_A}: its dedup completed and its shred did not (no {shredded}/run={RUN_A}/_SUCCESS), so "
-        f"its events are not in the warehouse yet; nothing was written. {COMPLETE}python -m jobs shred --input {quoted}"
+        f"its events are not in the warehouse yet; nothing was written. {COMPLETE}{PROG} shred --input {quoted}"
     )
     assert sorted(path.name for path in deduplicated.glob("run=*")) == [f"run={RUN_A}", f"run={RUN_B}"]
 
     # The printed way out, read as a shell reads it and run in-process: the paste of the same command through a shell
     # is test_unfinished_runs.py's (test_a_late_run_killed_during_shred_...), where a `run`'s shred was killed.
-    printed = shlex.split(f"python -m jobs shred --input {quoted}")
-    assert printed[:3] == ["python", "-m", "jobs"]
-    assert main(printed[3:]) == 0
+    assert main(job_words(f"{PROG} shred --input {quoted}")) == 0
     assert start(RUN_C, "c") == 0
     assert list((deduplicated / "_shred_pending").iterdir()) == []  # each shred removed its run's marker
     everything = [uuid(n) for n in range(0, 7)]
@@ -77,10 +74,13 @@ def test_a_late_batch_whose_shred_failed_stops_the_next_dedup_with_shredded_unti
     assert sealed_ids(shredded, ATOMIC) == everything
 
 
-def test_the_check_removes_a_marker_whose_shred_sealed_and_names_every_unfinished_one_on_s3() -> None:
+def test_the_check_removes_a_marker_whose_shred_sealed_and_names_every_unfinished_one_on_s3(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A shred killed between its `_SUCCESS` and the marker's removal is complete; one sealed by a shred of an
     earlier dedup attempt of the run is not; the markers are read on S3 as the deployed jobs see them, whatever
-    the ids' order."""
+    the ids' order (a driver spark-submit started: the line names the command, not that driver's interpreter)."""
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "41234")
     from jobs.fs.runs import UnfinishedShredError
     from jobs.fs.shreds import PendingShred, require_earlier_shred_complete
 
@@ -135,7 +135,7 @@ def test_a_damaged_marker_stops_the_check_naming_it_and_a_stray_file_is_no_marke
     assert str(stopped.value) == (
         f"{deduplicated}/_shred_pending/run={RUN_A}.json: not a shred marker as a dedup run writes it "
         "(JSONDecodeError: Unterminated string starting at: line 1 column 12 (char 11)); nothing was written. Complete "
-        f"run {RUN_A}'s shred (python -m jobs shred --input {deduplicated}/run={RUN_A}/good with its pipeline's "
+        f"run {RUN_A}'s shred ({PROG} shred --input {deduplicated}/run={RUN_A}/good with its pipeline's "
         f"--output, --run-id {RUN_A} and options), then remove the marker"
     )
 
