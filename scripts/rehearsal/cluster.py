@@ -149,17 +149,26 @@ def wait_for_workers(ui: str, started: list[tuple[Daemon, subprocess.Popen[bytes
                          f"{WORKERS} (see the logs: {logs})")  # fmt: skip
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM's handler while the cluster runs: exit as an exception does, so that the cluster is stopped."""
+    raise SystemExit(128 + signum)
+
+
 @contextmanager
 def standalone_cluster(venv: Path, root: Path, env: Mapping[str, str]) -> Iterator[str]:
     """A master and WORKERS workers of `venv`'s pyspark on 127.0.0.1, in folders under `root`, run with `env`;
-    yields the master's URL once every worker has registered, and stops them all on exit.
+    yields the master's URL once every worker has registered, and stops them all on exit, a SIGTERM of this process
+    included (the daemons are in sessions of their own: nothing else would stop them).
 
     Raises:
         RehearsalError: as `wait_for_workers`.
+        SystemExit: this process got SIGTERM (the cluster stopped).
     """
     names = ["master", "master-ui", *(f"worker-{n}-ui" for n in range(1, WORKERS + 1))]
     ports = dict(zip(names, free_ports(len(names)), strict=True))
     with ExitStack() as stack:
+        previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        stack.callback(signal.signal, signal.SIGTERM, previous)
         started = [(daemon, stack.enter_context(running(daemon, env))) for daemon in daemons(venv, root, ports)]
         wait_for_workers(f"http://127.0.0.1:{ports['master-ui']}", started)
         yield f"spark://127.0.0.1:{ports['master']}"
