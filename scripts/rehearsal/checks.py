@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from cdk.artifact_layout import DEPS_DIR, PACKAGE_ZIP
-from scripts.rehearsal.environment import CACHE_DIR, in_checkout
+from scripts.rehearsal.environment import CACHE_DIR, aws_environment, in_checkout
 from scripts.rehearsal.steps import RehearsalError
 
+AWS_SETTINGS = sorted(aws_environment("", ""))
+"""The AWS settings the driver and executors must have (fake credentials, the region, moto's endpoint)."""
 PROBE_MARK = "REHEARSAL-PROBE "
 """What starts the line a probe prints its answer on (as JSON), among the job's other output."""
 
@@ -28,7 +30,8 @@ def origins():
     paths = [os.path.abspath(entry) for entry in sys.path]
     unpacked = os.path.join(SparkFiles.getRootDirectory(), DEPS)
     archive = sorted(os.listdir(unpacked)) if os.path.isdir(unpacked) else None
-    return {"python": sys.executable, "sys_path": paths, "modules": modules, "archive": archive}
+    aws = sorted(key for key in os.environ if key.startswith("AWS_"))
+    return {"python": sys.executable, "sys_path": paths, "modules": modules, "archive": archive, "aws": aws}
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.appName("rehearsal-probe").getOrCreate()
 executor = spark.sparkContext.parallelize([0], 1).map(lambda _: origins()).collect()[0]
@@ -36,8 +39,9 @@ print(MARK + json.dumps({"driver": origins(), "executor": executor}))
 spark.stop()
 """
 """A job submitted like the real ones: where the driver and an executor import from (`jobs.runtime.cli` imports
-every job's module), and what Spark unpacked from `spark.archives` (an executor's `./deps` on EMR; here executors
-run in the driver's working dir, so they import from the copy unpacked there)."""
+every job's module), what Spark unpacked from `spark.archives` (an executor's `./deps` on EMR; in local[2]
+executors run in the driver's working dir, so they import from the copy unpacked there), and the names of the AWS
+settings in its environment."""
 
 _INVOKE = """
 import json, os, sys
@@ -100,6 +104,7 @@ def check_origins(
             "boto3": (modules["boto3"], f"/{DEPS_DIR}/boto3/" in modules["boto3"]),
             "pyspark": (modules["pyspark"], modules["pyspark"].startswith(f"{venv}/")),
             "sys.path entries of the checkout": (checkout, not checkout),
+            "AWS settings": (seen["aws"], set(AWS_SETTINGS) <= set(seen["aws"])),
             "spark.archives unpacked": (
                 seen["archive"],
                 [n for n in seen["archive"] or [] if n != "__pycache__"] == archive,
@@ -112,10 +117,13 @@ def check_origins(
         if wrong:
             raise RehearsalError(
                 f"{side}: given {wrong}; expected the venv's Python and pyspark, jobs from {PACKAGE_ZIP}, boto3 from "
-                f"./{DEPS_DIR}, no sys.path entry of the checkout, spark.archives unpacked to {archive}"
+                f"./{DEPS_DIR}, no sys.path entry of the checkout, spark.archives unpacked to {archive}, the AWS "
+                f"settings {AWS_SETTINGS}"
             )
         where = f" of {Path(modules['jobs']).parents[2]}" if side == "executor" and executors is not None else ""
-        notes.append(f"{side}: jobs from {PACKAGE_ZIP}, boto3 from ./{DEPS_DIR}{where}")
+        notes.append(
+            f"{side}: jobs from {PACKAGE_ZIP}, boto3 from ./{DEPS_DIR}{where}, the {len(AWS_SETTINGS)} AWS settings"
+        )
     notes.append(f"spark.archives unpacked to the {len(archive)} names of ./{DEPS_DIR}")
     return notes
 

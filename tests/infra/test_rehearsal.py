@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from cdk.artifact_layout import DEPS_ARCHIVE, DEPS_DIR, ENTRYPOINT, PACKAGE_ZIP
-from scripts.rehearsal.checks import check_origins, check_same_outputs
+from scripts.rehearsal.checks import AWS_SETTINGS, check_origins, check_same_outputs
 from scripts.rehearsal.cluster import EXECUTOR_SIZE, daemon_environment, daemons
 from scripts.rehearsal.deployment import RUN_ID, Deployment, evaluate, render_deployment
 from scripts.rehearsal.environment import ROOT, clean_environment, in_checkout, job_environment
@@ -160,11 +160,15 @@ def test_the_probe_check_refuses_a_path_of_the_checkout_on_sys_path(tmp_path: Pa
             "pyspark": f"{venv}/lib/python3.11/site-packages/pyspark/__init__.py",
         },
         "archive": ["boto3", "__pycache__"],
+        "aws": AWS_SETTINGS,
     }
     assert check_origins({"driver": side, "executor": side}, venv, ["boto3"])
     leaked = {**side, "sys_path": [*side["sys_path"], str(ROOT)]}
     with pytest.raises(RehearsalError, match=r"executor: given \{'sys.path entries of the checkout'"):
         check_origins({"driver": side, "executor": leaked}, venv, ["boto3"])
+    unset = {**side, "aws": ["AWS_REGION"]}  # an executor the job gave no credentials nor endpoint
+    with pytest.raises(RehearsalError, match=r"executor: given \{'AWS settings': \['AWS_REGION'\]\}"):
+        check_origins({"driver": side, "executor": unset}, venv, ["boto3"])
 
 
 def test_step_functions_parameters_are_evaluated_as_step_functions_does() -> None:
