@@ -289,7 +289,7 @@ def compare_with_local(cluster: Rehearsal, name: str, jobs: tuple[str, ...], pai
             run_folder = Path(cluster.option(job, "--output")) / f"run={RUN_ID}"
             local = workspace.local_outputs / run_folder.relative_to(workspace.buckets)
             check_same_counts(job, read_summary(local), read_summary(run_folder))
-        notes += [check_same_outputs(local, cluster) for local, cluster in pairs]
+        notes += [check_same_outputs(expected, given) for expected, given in pairs]
 
 
 def set_aside(rehearsal: Rehearsal, folder: Path) -> list[tuple[Path, Path]]:
