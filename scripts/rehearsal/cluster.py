@@ -107,13 +107,24 @@ def stop_group(process: subprocess.Popen[bytes]) -> None:
 
 
 def group_alive(process: subprocess.Popen[bytes]) -> bool:
-    """True while a process of the group `process` leads is running (the leader reaped when it has ended)."""
+    """True while a process of the group `process` leads is running (the leader reaped when it has ended). A zombie
+    is not running: an executor whose worker ended first may stay one, when the container's init reaps nothing."""
     process.poll()
     try:
         os.killpg(process.pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True  # no /proc: the signal's answer only
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            state, _, group = stat.read_text(encoding="utf-8").rpartition(")")[2].split()[:3]
+        except (OSError, ValueError):
+            continue  # ended meanwhile
+        if int(group) == process.pid and state != "Z":
+            return True
+    return False
 
 
 def alive_workers(ui: str) -> int | None:
