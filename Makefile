@@ -113,7 +113,7 @@ package: setup ## build the job artifacts into dist/package (jobs zip, dependenc
 
 # The built artifacts run as EMR and Lambda run them, in fresh venvs cached under dist/rehearsal/ (docs/deploy.md).
 .PHONY: rehearse
-rehearse: package ## run the built artifacts in fresh venvs as EMR and Lambda would: dedup, shred, the input planner
+rehearse: package ## run the built artifacts in fresh venvs as EMR and Lambda would: dedup, shred, the input planner; then on a local standalone cluster
 	$(PY) -m scripts.rehearse_artifacts --env $(ENV)
 
 synth: setup cdk-install audit-setup package ## synthesize ENV's stacks, cdk-nag, cfn-lint and the template validators included (make synth ENV=prod)

@@ -3,15 +3,18 @@ invocation), and what their answers and the jobs' summaries must show."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from cdk.artifact_layout import DEPS_DIR, PACKAGE_ZIP
-from scripts.rehearsal.environment import CACHE_DIR, in_checkout
+from scripts.rehearsal.environment import CACHE_DIR, aws_environment, in_checkout
 from scripts.rehearsal.steps import RehearsalError
 
+AWS_SETTINGS = sorted(aws_environment("", ""))
+"""The AWS settings the driver and executors must have (fake credentials, the region, moto's endpoint)."""
 PROBE_MARK = "REHEARSAL-PROBE "
 """What starts the line a probe prints its answer on (as JSON), among the job's other output."""
 
@@ -23,11 +26,12 @@ import json, os, sys
 def origins():
     import boto3, jobs, jobs.runtime.cli, pyspark
     from pyspark import SparkFiles
-    modules = {m.__name__: m.__file__ for m in (jobs, boto3, pyspark)}
+    modules = {m.__name__: os.path.abspath(m.__file__) for m in (jobs, boto3, pyspark)}
     paths = [os.path.abspath(entry) for entry in sys.path]
     unpacked = os.path.join(SparkFiles.getRootDirectory(), DEPS)
     archive = sorted(os.listdir(unpacked)) if os.path.isdir(unpacked) else None
-    return {"python": sys.executable, "sys_path": paths, "modules": modules, "archive": archive}
+    aws = sorted(key for key in os.environ if key.startswith("AWS_"))
+    return {"python": sys.executable, "sys_path": paths, "modules": modules, "archive": archive, "aws": aws}
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.appName("rehearsal-probe").getOrCreate()
 executor = spark.sparkContext.parallelize([0], 1).map(lambda _: origins()).collect()[0]
@@ -35,8 +39,9 @@ print(MARK + json.dumps({"driver": origins(), "executor": executor}))
 spark.stop()
 """
 """A job submitted like the real ones: where the driver and an executor import from (`jobs.runtime.cli` imports
-every job's module), and what Spark unpacked from `spark.archives` (an executor's `./deps` on EMR; here executors
-run in the driver's working dir, so they import from the copy unpacked there)."""
+every job's module), what Spark unpacked from `spark.archives` (an executor's `./deps` on EMR; in local[2]
+executors run in the driver's working dir, so they import from the copy unpacked there), and the names of the AWS
+settings in its environment."""
 
 _INVOKE = """
 import json, os, sys
@@ -77,10 +82,13 @@ def marked(output: str, log: Path) -> dict[str, Any]:
 # The checks
 
 
-def check_origins(probed: Mapping[str, Any], venv: Path, archive: list[str], cache: Path = CACHE_DIR) -> list[str]:
+def check_origins(
+    probed: Mapping[str, Any], venv: Path, archive: list[str], cache: Path = CACHE_DIR, executors: Path | None = None
+) -> list[str]:
     """Each side's Python is the venv's; `jobs` comes from the package zip, `boto3` from a `deps` folder (the
     archive), `pyspark` from the venv; no path of the checkout is on `sys.path` or a module's file; Spark unpacked
-    `spark.archives` to `archive` (the top-level names of the dependencies archive); the notes.
+    `spark.archives` to `archive` (the top-level names of the dependencies archive); with `executors` (a cluster's
+    folder), the executor's `jobs` and `boto3` are the copies Spark shipped under it; the notes.
 
     Raises:
         RehearsalError: one is not so.
@@ -96,18 +104,26 @@ def check_origins(probed: Mapping[str, Any], venv: Path, archive: list[str], cac
             "boto3": (modules["boto3"], f"/{DEPS_DIR}/boto3/" in modules["boto3"]),
             "pyspark": (modules["pyspark"], modules["pyspark"].startswith(f"{venv}/")),
             "sys.path entries of the checkout": (checkout, not checkout),
+            "AWS settings": (seen["aws"], set(AWS_SETTINGS) <= set(seen["aws"])),
             "spark.archives unpacked": (
                 seen["archive"],
                 [n for n in seen["archive"] or [] if n != "__pycache__"] == archive,
             ),
         }
+        if side == "executor" and executors is not None:
+            shipped = [modules[name] for name in ("jobs", "boto3")]
+            checks[f"jobs and boto3 under {executors}"] = (shipped, all(f.startswith(f"{executors}/") for f in shipped))
         wrong = {name: given for name, (given, ok) in checks.items() if not ok}
         if wrong:
             raise RehearsalError(
                 f"{side}: given {wrong}; expected the venv's Python and pyspark, jobs from {PACKAGE_ZIP}, boto3 from "
-                f"./{DEPS_DIR}, no sys.path entry of the checkout, spark.archives unpacked to {archive}"
+                f"./{DEPS_DIR}, no sys.path entry of the checkout, spark.archives unpacked to {archive}, the AWS "
+                f"settings {AWS_SETTINGS}"
             )
-        notes.append(f"{side}: jobs from {PACKAGE_ZIP}, boto3 from ./{DEPS_DIR}")
+        where = f" of {Path(modules['jobs']).parents[2]}" if side == "executor" and executors is not None else ""
+        notes.append(
+            f"{side}: jobs from {PACKAGE_ZIP}, boto3 from ./{DEPS_DIR}{where}, the {len(AWS_SETTINGS)} AWS settings"
+        )
     notes.append(f"spark.archives unpacked to the {len(archive)} names of ./{DEPS_DIR}")
     return notes
 
@@ -177,3 +193,52 @@ def check_plan(answer: Mapping[str, Any], task: Path, size: int, cache: Path = C
         raise RehearsalError(f"planner imported jobs from {jobs!r}, from the checkout {checkout}; expected jobs "
                              f"from {task} and nothing of the checkout")  # fmt: skip
     return f"{result['files']} file, {result['bytes']} bytes, entry {result['entry']}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The cluster's outputs against local[2]'s
+
+
+def output_lines(root: Path) -> dict[str, list[bytes]]:
+    """The sorted lines of every folder under `root` that holds data files (gzip ones read uncompressed), by path
+    relative to `root`. Data files are those of a run's folders: not a run folder's own files (summary.json,
+    _SUCCESS, the loader's message: they hold times and ids), nor hidden or `_` files (checksums, markers)."""
+    folders: dict[str, list[bytes]] = {}
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.name.startswith(("_", ".")) or path.parent.name.startswith("run="):
+            continue
+        data = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
+        folders.setdefault(path.parent.relative_to(root).as_posix(), []).extend(data.splitlines())
+    return {folder: sorted(lines) for folder, lines in folders.items()}
+
+
+def check_same_outputs(local: Path, cluster: Path) -> str:
+    """The cluster run's output folders hold the same lines as local[2]'s, folder by folder (in any order).
+
+    Raises:
+        RehearsalError: a folder is on one side only, or holds other lines (the first such folder named).
+    """
+    expected, given = output_lines(local), output_lines(cluster)
+    for folder in sorted(set(expected) | set(given)):
+        if folder not in given or folder not in expected:
+            side = "local[2]'s" if folder in expected else "the cluster's"
+            raise RehearsalError(f"output folder {folder}: only in {side} outputs; expected in both "
+                                 f"({local} and {cluster})")  # fmt: skip
+        if given[folder] != expected[folder]:
+            raise RehearsalError(
+                f"output folder {folder}: {len(given[folder])} lines on the cluster against {len(expected[folder])} "
+                f"in local[2], not the same; expected the same lines (compare {cluster / folder} with {local / folder})"
+            )
+    lines = sum(len(found) for found in expected.values())
+    return f"{len(expected)} output folders, {lines} lines, the same as local[2]'s"
+
+
+def check_same_counts(job: str, local: Mapping[str, Any], cluster: Mapping[str, Any]) -> None:
+    """The cluster run's summary counts are local[2]'s.
+
+    Raises:
+        RehearsalError: they differ.
+    """
+    if cluster["counts"] != local["counts"]:
+        raise RehearsalError(f"{job} summary counts on the cluster {cluster['counts']}; expected local[2]'s "
+                             f"{local['counts']}")  # fmt: skip

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socketserver
 import threading
+import urllib.request
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -69,3 +70,14 @@ def serving(server: socketserver.TCPServer) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def reset(url: str) -> None:
+    """Forget every resource of the moto server at `url` (moto's `/moto-api/reset`): its backends live in the
+    process, so a second server started in it would hold the first one's resources too.
+
+    Raises:
+        OSError: the server did not answer.
+    """
+    with urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=30):
+        pass

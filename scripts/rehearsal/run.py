@@ -1,5 +1,6 @@
 """The rehearsal's steps in order (stage the build, the venvs, the input, moto, the probe, dedup, shred, the
-planner), and its command line."""
+planner; then the probe, dedup and shred again on a standalone cluster, their outputs compared), and its command
+line."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import tarfile
 import tempfile
 import time
 import zipfile
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cdk.artifact_layout import BUILD_FILES, DEPS_ARCHIVE, DEPS_DIR, IGLU_RESOLVER, PACKAGE_ZIP
@@ -23,12 +25,15 @@ from scripts.rehearsal.checks import (
     check_dedup,
     check_origins,
     check_plan,
+    check_same_counts,
+    check_same_outputs,
     check_shred,
     marked,
     planner_invocation_source,
     probe_job_source,
     read_summary,
 )
+from scripts.rehearsal.cluster import EXECUTOR_SIZE, WORKER_CORES, WORKERS, standalone_cluster
 from scripts.rehearsal.deployment import RUN_ID, Deployment, deploy_to_moto, render_deployment
 from scripts.rehearsal.environment import (
     CACHE_DIR,
@@ -40,9 +45,9 @@ from scripts.rehearsal.environment import (
     pinned,
     venv_python,
 )
-from scripts.rehearsal.moto_server import moto_server
+from scripts.rehearsal.moto_server import moto_server, reset
 from scripts.rehearsal.steps import RehearsalError, Steps, holding, run_logged
-from scripts.rehearsal.workspace import Workspace, local_argument, submit_command
+from scripts.rehearsal.workspace import Target, Workspace, local_argument, submit_command
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,10 @@ class Rehearsal:
     workspace: Workspace
     deployment: Deployment
     endpoint: str = ""
+    target: Target = field(default_factory=Target)
+    """Where the job runs are submitted: local[2], or the standalone cluster."""
+    where: str = ""
+    """What the steps' names end with (` on the cluster`)."""
     emr_venv: Path = Path()
     lambda_venv: Path = Path()
     lines: int = 0
@@ -120,26 +129,36 @@ class Rehearsal:
         Raises:
             RehearsalError: the command line or environment cannot be made local, or spark-submit failed.
         """
-        command, driver_env = submit_command(self.deployment, self.workspace, self.emr_venv, job, script)
+        command, driver_env = submit_command(self.deployment, self.workspace, self.emr_venv, job, script, self.target)
         env = job_environment(self.emr_venv, driver_env, self.endpoint, self.deployment.region, self.args.cache)
         return run_logged(command, log, env=env, cwd=self.workspace.driver)
 
+    def deploy(self, endpoint: str) -> None:
+        """What deploying puts in AWS, into the moto server at `endpoint` (which this process's boto3 reaches too)."""
+        self.endpoint = endpoint
+        os.environ.update(aws_environment(endpoint, self.config.region))
+        with self.steps.step("deploy to moto" + self.where) as notes:
+            files = deploy_to_moto(self.deployment, self.args.build)
+            notes.append(f"{files} files under the artifacts version, manifest {self.deployment.manifest}")
+
     def probe(self) -> None:
         """A probe job submitted as dedup is: where its driver and an executor import from (`check_origins`)."""
-        with self.steps.step("probe imports") as notes:
+        name = "probe imports" + self.where
+        with self.steps.step(name) as notes:
             script = self.workspace.root / "probe" / "probe.py"
-            script.parent.mkdir()
+            script.parent.mkdir(exist_ok=True)
             script.write_text(probe_job_source(), encoding="utf-8")
-            log = self.steps.log("probe imports")
+            log = self.steps.log(name)
             probed = marked(self.submit("dedup", log, script), log)
             with tarfile.open(self.args.build / DEPS_ARCHIVE) as deps:
                 archive = sorted({member.name.split("/")[0] for member in deps.getmembers()})
-            notes += check_origins(probed, self.emr_venv, archive, self.args.cache)
+            executors = self.workspace.cluster if self.where else None
+            notes += check_origins(probed, self.emr_venv, archive, self.args.cache, executors)
 
     def dedup(self) -> int:
         """Dedup as the state machine submits it; its good lines."""
-        with self.steps.step("dedup") as notes:
-            self.submit("dedup", self.steps.log("dedup"))
+        with self.steps.step("dedup" + self.where) as notes:
+            self.submit("dedup", self.steps.log("dedup" + self.where))
             summary = read_summary(Path(self.option("dedup", "--output")) / f"run={RUN_ID}")
             notes.append(
                 check_dedup(
@@ -151,8 +170,8 @@ class Rehearsal:
 
     def shred(self, good: int) -> None:
         """Shred as the state machine submits it, over dedup's `good` lines (`check_shred`)."""
-        with self.steps.step("shred") as notes:
-            self.submit("shred", self.steps.log("shred"))
+        with self.steps.step("shred" + self.where) as notes:
+            self.submit("shred", self.steps.log("shred" + self.where))
             run_folder = Path(self.option("shred", "--output")) / f"run={RUN_ID}"
             resolver = self.deployment.artifacts_prefix + IGLU_RESOLVER
             notes.append(check_shred(read_summary(run_folder), good, resolver, run_folder))
@@ -215,14 +234,76 @@ def rehearse(args: Options, config: EnvConfig, workspace: Workspace) -> None:
     rehearsal.venvs()
     rehearsal.generate()
     with moto_server() as endpoint:
-        rehearsal.endpoint = endpoint
-        os.environ.update(aws_environment(endpoint, config.region))  # this process's boto3 reaches moto too
-        with steps.step("deploy to moto") as notes:
-            files = deploy_to_moto(rehearsal.deployment, args.build)
-            notes.append(f"{files} files under the artifacts version, manifest {rehearsal.deployment.manifest}")
+        rehearsal.deploy(endpoint)
         rehearsal.probe()
         rehearsal.shred(rehearsal.dedup())
         rehearsal.planner()
+        reset(endpoint)  # a fresh deployment for the cluster run, the manifest empty again
+        rehearse_on_cluster(rehearsal, endpoint)
+
+
+def rehearse_on_cluster(rehearsal: Rehearsal, endpoint: str) -> None:
+    """The probe, dedup and shred again, on a standalone cluster and deployed anew to moto at `endpoint`, after
+    local[2]'s outputs are set aside; then the outputs and summary counts compared with local[2]'s."""
+    steps, workspace, venv = rehearsal.steps, rehearsal.workspace, rehearsal.emr_venv
+    outputs = set_aside(rehearsal, workspace.local_outputs)
+    with ExitStack() as stack:
+        with steps.step("start the cluster") as notes:
+            # The daemons' environment holds no AWS settings: executors get them from the job, as on EMR.
+            env = clean_environment(venv, {}, rehearsal.args.cache)
+            master = stack.enter_context(standalone_cluster(venv, workspace.cluster, env))
+            notes.append(f"{master}, {WORKERS} workers of {WORKER_CORES} core in {workspace.cluster}")
+        cluster = replace(rehearsal, where=" on the cluster")
+        cluster.deploy(endpoint)
+        aws = aws_environment(cluster.endpoint, cluster.deployment.region)
+        executor_env = {f"spark.executorEnv.{key}": value for key, value in aws.items()}
+        cluster.target = Target(master, {**EXECUTOR_SIZE, **executor_env})
+        cluster.probe()
+        cluster.shred(cluster.dedup())
+        compare_with_local(cluster, "cluster against local[2]", ("dedup", "shred"), outputs)
+        dedup_against_the_lake(cluster)
+
+
+def dedup_against_the_lake(cluster: Rehearsal) -> None:
+    """Dedup once more on the cluster, as the state machine submits it when `manifest.backend` is lake (the lake
+    made by this run in the manifest bucket's folder), the cluster's first outputs set aside; its outputs and counts
+    compared with local[2]'s dedup against DynamoDB: both manifests start empty, so the decisions are the same."""
+    config = replace(cluster.config, manifest=replace(cluster.config.manifest, backend="lake"))
+    with cluster.steps.step("render the lake's deployment") as notes:
+        deployment = render_deployment(config, cluster.args.build)
+        notes.append(f"dedup --manifest {deployment.manifest}")
+    set_aside(cluster, cluster.workspace.root / "cluster-outputs")
+    lake = replace(cluster, config=config, deployment=deployment, where=" against the lake on the cluster")
+    lake.dedup()
+    run_folder = Path(lake.option("dedup", "--output")) / f"run={RUN_ID}"
+    local = lake.workspace.local_outputs / run_folder.relative_to(lake.workspace.buckets)
+    compare_with_local(lake, "the lake's dedup against local[2]", ("dedup",), [(local, run_folder)])
+
+
+def compare_with_local(cluster: Rehearsal, name: str, jobs: tuple[str, ...], pairs: list[tuple[Path, Path]]) -> None:
+    """Step `name`: the summary counts of `jobs` and the outputs of each (local[2]'s, the cluster's) folder pair
+    are the same on the cluster as in local[2] (`check_same_counts`, `check_same_outputs`)."""
+    workspace = cluster.workspace
+    with cluster.steps.step(name) as notes:
+        for job in jobs:
+            run_folder = Path(cluster.option(job, "--output")) / f"run={RUN_ID}"
+            local = workspace.local_outputs / run_folder.relative_to(workspace.buckets)
+            check_same_counts(job, read_summary(local), read_summary(run_folder))
+        notes += [check_same_outputs(expected, given) for expected, given in pairs]
+
+
+def set_aside(rehearsal: Rehearsal, folder: Path) -> list[tuple[Path, Path]]:
+    """The output folders written so far (every data bucket's but the input's) moved under `folder`, so that
+    the next run writes to the same paths; (the moved, the next run's) folder pairs."""
+    workspace = rehearsal.workspace
+    input_bucket = Path(rehearsal.option("dedup", "--input")).relative_to(workspace.buckets).parts[0]
+    pairs = []
+    for bucket in rehearsal.deployment.data_buckets:
+        written = workspace.buckets / bucket
+        if bucket != input_bucket and written.is_dir():
+            folder.mkdir(exist_ok=True)
+            pairs.append((written.rename(folder / bucket), written))
+    return pairs
 
 
 def parse_options(argv: list[str] | None) -> tuple[Options, EnvConfig]:

@@ -4,6 +4,7 @@ parameters and arguments, with S3 URIs as local copies and folders."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,16 @@ class Workspace:
         return self.root / "s3"
 
     @property
+    def cluster(self) -> Path:
+        """The standalone cluster's folders (the master's, each worker's and its executors' work dir)."""
+        return self.root / "cluster"
+
+    @property
+    def local_outputs(self) -> Path:
+        """local[2]'s output buckets, set aside before the cluster run writes to the same paths."""
+        return self.root / "local-outputs"
+
+    @property
     def task(self) -> Path:
         """The planner function's code, unzipped (Lambda's /var/task)."""
         return self.root / "lambda-task"
@@ -64,11 +75,25 @@ def local_argument(value: str, deployment: Deployment, workspace: Workspace) -> 
     return f"lake:{uri}" if lake else uri
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where a job run is submitted: the master, and the settings replacing or added to the deployment's (an
+    executor size a local worker can give, the AWS settings EMR gives executors)."""
+
+    master: str = MASTER
+    settings: Mapping[str, str] | None = None
+
+
 def submit_command(
-    deployment: Deployment, workspace: Workspace, venv: Path, job: str, script: Path | None = None
+    deployment: Deployment,
+    workspace: Workspace,
+    venv: Path,
+    job: str,
+    script: Path | None = None,
+    target: Target = Target(),
 ) -> tuple[list[str], dict[str, str]]:
-    """The spark-submit command line of one job run, and the driver's environment settings; with `script`, that
-    script instead of the entry point and the job's arguments, submitted the same way.
+    """The spark-submit command line of one job run on `target`, and the driver's environment settings; with
+    `script`, that script instead of the entry point and the job's arguments, submitted the same way.
 
     Raises:
         RehearsalError: the parameters are not `--option value` pairs, or name an S3 URI outside the artifacts.
@@ -79,6 +104,7 @@ def submit_command(
             f"SparkSubmitParameters: given {deployment.spark_submit_parameters!r}; expected '--option value' pairs"
         )
     python = str(venv / "bin" / "python")
+    replaced = dict(target.settings or {})
     options: list[str] = []
     driver_env: dict[str, str] = {}
     for flag, value in zip(tokens[::2], tokens[1::2], strict=True):
@@ -87,10 +113,12 @@ def submit_command(
             continue
         key, _, setting = value.partition("=")
         setting = python if setting == deployment.python else local_resource(setting, deployment, workspace)
+        setting = replaced.pop(key, setting)
         if key.startswith(DRIVER_ENV):
             driver_env[key.removeprefix(DRIVER_ENV)] = setting
         else:
             options += [flag, f"{key}={setting}"]
+    options += [part for key, setting in replaced.items() for part in ("--conf", f"{key}={setting}")]
     remote = [option for option in options if "s3://" in option]
     if remote:
         raise RehearsalError(f"spark-submit options {remote}: S3 URIs outside {deployment.artifacts_prefix}; "
@@ -100,4 +128,4 @@ def submit_command(
     else:
         entrypoint = local_resource(deployment.entrypoint, deployment, workspace)
         application = [entrypoint, *(local_argument(arg, deployment, workspace) for arg in deployment.arguments[job])]
-    return [str(venv / "bin" / "spark-submit"), "--master", MASTER, *options, *application], driver_env
+    return [str(venv / "bin" / "spark-submit"), "--master", target.master, *options, *application], driver_env

@@ -4,6 +4,7 @@ hold no path of the checkout. The rehearsal itself runs in CI (`make rehearse`).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shlex
@@ -14,11 +15,12 @@ from typing import Any
 import pytest
 
 from cdk.artifact_layout import DEPS_ARCHIVE, DEPS_DIR, ENTRYPOINT, PACKAGE_ZIP
-from scripts.rehearsal.checks import check_origins
+from scripts.rehearsal.checks import AWS_SETTINGS, check_origins, check_same_outputs
+from scripts.rehearsal.cluster import EXECUTOR_SIZE, daemon_environment, daemons
 from scripts.rehearsal.deployment import RUN_ID, Deployment, evaluate, render_deployment
 from scripts.rehearsal.environment import ROOT, clean_environment, in_checkout, job_environment
 from scripts.rehearsal.steps import RehearsalError, holding, run_logged
-from scripts.rehearsal.workspace import DRIVER_ENV, Workspace, submit_command
+from scripts.rehearsal.workspace import DRIVER_ENV, Target, Workspace, submit_command
 from tests.infra import flow
 from tests.infra.helpers import Synthesized
 
@@ -158,11 +160,15 @@ def test_the_probe_check_refuses_a_path_of_the_checkout_on_sys_path(tmp_path: Pa
             "pyspark": f"{venv}/lib/python3.11/site-packages/pyspark/__init__.py",
         },
         "archive": ["boto3", "__pycache__"],
+        "aws": AWS_SETTINGS,
     }
     assert check_origins({"driver": side, "executor": side}, venv, ["boto3"])
     leaked = {**side, "sys_path": [*side["sys_path"], str(ROOT)]}
     with pytest.raises(RehearsalError, match=r"executor: given \{'sys.path entries of the checkout'"):
         check_origins({"driver": side, "executor": leaked}, venv, ["boto3"])
+    unset = {**side, "aws": ["AWS_REGION"]}  # an executor the job gave no credentials nor endpoint
+    with pytest.raises(RehearsalError, match=r"executor: given \{'AWS settings': \['AWS_REGION'\]\}"):
+        check_origins({"driver": side, "executor": unset}, venv, ["boto3"])
 
 
 def test_step_functions_parameters_are_evaluated_as_step_functions_does() -> None:
@@ -203,3 +209,48 @@ def test_a_second_rehearsal_on_the_same_cache_stops_at_once_naming_the_first(tmp
         assert (cache / "venv-in-progress").is_dir()
     with holding(cache):  # released with the first
         pass
+
+
+def test_the_cluster_runs_a_master_and_two_workers_on_loopback_each_in_its_own_folder(tmp_path: Path) -> None:
+    venv, root = tmp_path / "venv", tmp_path / "cluster"
+    ports = {"master": 7001, "master-ui": 7002, "worker-1-ui": 7003, "worker-2-ui": 7004}
+    spark_class = str(venv / "bin" / "spark-class")
+    found = {daemon.name: (daemon.command, daemon.folder) for daemon in daemons(venv, root, ports)}
+    assert found == {
+        "master": ([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", "7001",
+                    "--webui-port", "7002"], root / "master"),
+        **{f"worker-{n}": ([spark_class, "org.apache.spark.deploy.worker.Worker", "spark://127.0.0.1:7001", "--host",
+                            "127.0.0.1", "--cores", "1", "--memory", "1g", "--work-dir", str(root / f"worker-{n}" / "work"),
+                            "--webui-port", str(7002 + n)], root / f"worker-{n}") for n in (1, 2)},
+    }  # fmt: skip
+    env = daemon_environment(clean_environment(venv, {}), root / "worker-1")
+    assert env["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert not [key for key in env if key.startswith("AWS_")]  # executors get them from the job, as on EMR
+
+
+def test_a_job_run_on_the_cluster_gives_executors_the_aws_settings_and_a_size_a_worker_has(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    workspace, venv = Workspace(tmp_path / "work"), tmp_path / "venv"
+    local, _ = submit_command(deployment, workspace, venv, "dedup")
+    aws = {"spark.executorEnv.AWS_ENDPOINT_URL": "http://127.0.0.1:5000", "spark.executorEnv.AWS_ACCESS_KEY_ID": "x"}
+    target = Target("spark://127.0.0.1:7001", {**EXECUTOR_SIZE, **aws})
+    command, _ = submit_command(deployment, workspace, venv, "dedup", target=target)
+    assert command[1:3] == ["--master", "spark://127.0.0.1:7001"]
+    settings = dict(command[i + 1].split("=", 1) for i, token in enumerate(command) if token == "--conf")
+    deployed = dict(command[i + 1].split("=", 1) for i, token in enumerate(local) if token == "--conf")
+    assert settings == {**deployed, **EXECUTOR_SIZE, **aws}  # each key once: the deployment's size replaced
+    assert command[-len(deployment.arguments["dedup"]) :] == local[-len(deployment.arguments["dedup"]) :]
+
+
+def test_the_cluster_outputs_must_hold_local_outputs_lines_folder_by_folder(tmp_path: Path) -> None:
+    local, cluster = tmp_path / "local", tmp_path / "cluster"
+    for root, parts in ((local, [b"a\nb\n", b"c\n"]), (cluster, [b"c\nb\n", b"a\n"])):
+        (root / "run=1" / "good").mkdir(parents=True)
+        for n, part in enumerate(parts):
+            (root / "run=1" / "good" / f"part-{n}.gz").write_bytes(gzip.compress(part))
+        (root / "run=1" / "summary.json").write_text(str(root), encoding="utf-8")  # differs: not compared
+    assert check_same_outputs(local, cluster) == "1 output folders, 3 lines, the same as local[2]'s"
+    (cluster / "run=1" / "good" / "part-1.gz").write_bytes(gzip.compress(b"a\na\n"))
+    with pytest.raises(RehearsalError, match=r"^output folder run=1/good: 4 lines on the cluster against 3 in local"):
+        check_same_outputs(local, cluster)
