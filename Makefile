@@ -43,14 +43,14 @@ demo: setup ## two batches of sample events through the pipeline (dedup + shred,
 	$(PY) -m jobs report --input $(DEMO)/input --output $(DEMO)/report \
 		--deduplicated $(DEMO)/output/deduplicated/run=2026-11-22-03-00-00 $(DEMO)/output/deduplicated/run=2026-11-22-04-00-00
 
-# Test processes (pytest-xdist), each group's tests on one of them: a module's (its module fixtures built once), or
-# every module that synthesizes the CDK app (each environment synthesized once): tests/conftest.py group_of.
+# Test processes (pytest-xdist), each module's tests on one of them (its module fixtures built once), the costliest
+# modules first (tests/conftest.py). Not `--dist loadgroup`: with pytest 9.2 it no longer groups (pytest-xdist#1386).
 TEST_WORKERS ?= 2
 
 # The dev venv (then its class archive) and the validators' venv and node_modules are built side by side.
 test: ## run the whole test suite (TEST_WORKERS processes)
 	$(MAKE) --no-print-directory -j2 setup audit-setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: setup ## the quick loop: no Spark, no CDK synth, no template validators, nothing slow (pyproject.toml)
 	$(PY) -m pytest -m "not spark and not synth and not audit and not slow"

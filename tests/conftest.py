@@ -53,8 +53,8 @@ AWS_MODULES = ("moto", "tests.pipeline.manifest_server")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Markers by cost, so `make test-fast` can leave out Spark, synth and slow tests (see pyproject.toml); then each
-    test's xdist group (`make test` runs a group's tests in one process), costliest groups first."""
+    """Markers by cost, so `make test-fast` can leave out Spark, synth and slow tests (see pyproject.toml); then the
+    modules costliest first (`make test` runs each module's tests in one process: `--dist loadfile`)."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         markers = sorted({marker for fixture, marker in FIXTURE_MARKERS.items() if fixture in fixtures})
@@ -66,32 +66,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             for value in vars(module).values()
         ):
             item.add_marker(pytest.mark.aws)
-    groups = {item.nodeid: group_of(item) for item in items}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
-    items[:] = costliest_groups_first(items, groups)
+    items[:] = costliest_modules_first(items)
 
 
-# The session fixtures that synthesize the CDK app (tests/infra/conftest.py): every module that uses one is in one
-# group, so the test process that runs it synthesizes each environment once for all of them.
-SYNTH_FIXTURES = frozenset({"build_dir", "synthesized", "dev", "prod", "dev_lake", "dev_vpc", "dev_new_vpc"})
-
-
-def group_of(item: pytest.Item) -> str:
-    """A test's group: "synth" for the modules that synthesize, otherwise its module (its module fixtures are then
-    built once)."""
-    module = item.nodeid.split("::")[0]
-    fixtures = set(getattr(item, "fixturenames", ()))
-    return "synth" if module.startswith("tests/infra/") and fixtures & SYNTH_FIXTURES else module
-
-
-def costliest_groups_first(items: list[pytest.Item], groups: dict[str, str]) -> list[pytest.Item]:
-    """The groups in the order of what their tests cost by their markers (each group's tests in their order), so
-    the test processes of `make test` do not end on a long group alone."""
+def costliest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The modules in the order of what their tests cost by their markers (each module's tests in their order), so
+    the test processes of `make test` do not end on a long module alone."""
     cost: dict[str, int] = {}
     for item in items:
         marks = {mark.name for mark in item.iter_markers()}
-        group = groups[item.nodeid]
-        cost[group] = cost.get(group, 0) + (30 if "slow" in marks else 5 if marks & {"spark", "synth", "audit"} else 0)
-    order = {group: rank for rank, group in enumerate(sorted(cost, key=lambda group: -cost[group]))}
-    return sorted(items, key=lambda item: order[groups[item.nodeid]])
+        module = item.nodeid.split("::")[0]
+        cost[module] = cost.get(module, 0) + (
+            30 if "slow" in marks else 5 if marks & {"spark", "synth", "audit"} else 0
+        )
+    order = {module: rank for rank, module in enumerate(sorted(cost, key=lambda module: -cost[module]))}
+    return sorted(items, key=lambda item: order[item.nodeid.split("::")[0]])
