@@ -19,11 +19,16 @@ LOCAL_PROG = "python -m jobs"
 driver): run it in the project's environment."""
 
 
+def launched_by_spark_submit() -> bool:
+    """True when spark-submit started this Python process (it hands over its JVM through this variable)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def local_prog() -> str:
     """The start of a command that runs the command line from any folder: `/abs/python -m jobs`, after
     `PYTHONPATH=<source tree>` when `jobs` is not installed in that interpreter; under spark-submit (EMR, a
     cluster) `LOCAL_PROG`, since the driver's interpreter is not where the line is read."""
-    if "PYSPARK_GATEWAY_PORT" in os.environ:  # spark-submit hands its JVM over through it (jobs.runtime.session)
+    if launched_by_spark_submit():
         return LOCAL_PROG
     interpreter = f"{shlex.quote(sys.executable)} -m jobs"
     source = os.path.dirname(os.path.dirname(os.path.abspath(jobs.__file__)))

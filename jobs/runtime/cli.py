@@ -226,8 +226,9 @@ def run_spark_job(
         if known is None:
             raise
         raise JobFailedError(f"{args.job} run {run_id} stopped before Spark started, nothing written: {known}") from err
+    from jobs.prog import launched_by_spark_submit
     from jobs.runtime.progress import Reporter, StageWatcher
-    from jobs.runtime.session import launched_by_spark_submit, spark_session
+    from jobs.runtime.session import spark_session
 
     # Only a session the job starts gets the small-input settings. Before the first line: listing the input is part of
     # getting ready, not of Spark's start.

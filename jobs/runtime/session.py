@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 from pyspark.sql import SparkSession
 
 from jobs.config import SparkConfig
+from jobs.prog import launched_by_spark_submit
 from jobs.runtime import class_archive
 from jobs.runtime.log4j2 import LOG4J2_CONFIG, VERBOSE_JAVA_OPTION
 
@@ -47,11 +46,6 @@ SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 SERIAL_GC = "-XX:+UseSerialGC"
 SMALL_INPUT_JAVA_OPTIONS = f"{QUICK_JIT} {SERIAL_GC}"
-
-
-def launched_by_spark_submit() -> bool:
-    """True when spark-submit started this Python process (it hands over its JVM through this variable)."""
-    return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def spark_session(config: SparkConfig, app_name: str, verbose: bool = False, small_input: bool = False) -> SparkSession:
