@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.errors import InputNotFoundError, WinnowError
+from jobs.frames import local_frame
 from jobs.fs import store
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.paths import exact, listed_name, qualified
@@ -150,7 +151,7 @@ def open_input(
         listing = store.list_input(path)
     files = tuple(sorted(qualified(name) for name in listing.paths))
     if not files and empty_allowed:
-        return Input(path, (), tuple(skipped), frame=spark.createDataFrame([], "value string"))
+        return Input(path, (), tuple(skipped), frame=local_frame(spark, [], "value string"))
     if not files:
         raise InputNotFoundError(
             f"--input: {path} holds no input files (names starting with _ or . are skipped){listing.note()}; "

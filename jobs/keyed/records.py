@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs.errors import InputNotFoundError, InvalidArgumentError, WinnowError
+from jobs.frames import local_frame
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.paths import exact, written
 
@@ -92,8 +93,8 @@ def read_records(spark: SparkSession, path: str, fmt: Format, json_as_text: bool
     )
     # The file ranks come from the file listing (one row per input file, no data scan).
     paths = sorted({re.sub("^file:/+", "/", name) for name in frame.inputFiles()})
-    files = spark.createDataFrame(
-        list(zip(paths, range(1, len(paths) + 1), strict=True)), f"{_PATH} string, {POS_FILE} int"
+    files = local_frame(
+        spark, list(zip(paths, range(1, len(paths) + 1), strict=True)), f"{_PATH} string, {POS_FILE} int"
     )
     # A left join: a record whose file is not in the listing is never dropped; `unranked` counts it.
     return positioned.join(F.broadcast(files), _PATH, "left").drop(_PATH)

@@ -18,6 +18,7 @@ from jobs.dedup.inbatch import apply_decisions, decision_rows, with_row_ids
 from jobs.enriched.badrows import PARSING_ERROR_SCHEMA
 from jobs.enriched.fields import DEFAULT_FINGERPRINT_FIELDS, FIELD_COUNT
 from jobs.enriched.parse import parse_events
+from jobs.frames import local_frame
 from jobs.shred.lines import rdb_outputs, shred_events
 from tests.pipeline.helpers import ID_A, ID_B, RUN_ID, event, read_lines, run_folder_content
 
@@ -54,7 +55,7 @@ ITS_SYNTHETIC_COPY = event(ID_B, event_fingerprint="fp-2")
 
 def bad_texts(spark: SparkSession, lines: list[str], layout: Layout) -> list[str]:
     """The text of every line dedup (in-batch, reid) decides bad, as `apply_decisions` writes it."""
-    frame = with_row_ids(spark.createDataFrame([(line,) for line in lines], "value string"))
+    frame = with_row_ids(local_frame(spark, [(line,) for line in lines], "value string"))
     decisions = decision_rows(frame, "reid", DEFAULT_FINGERPRINT_FIELDS)
     rows = apply_decisions(frame, decisions, "reid", RUN_TIME, layout).where("outcome = 'bad'").collect()
     return sorted(row["text"] for row in rows)
@@ -145,7 +146,7 @@ def test_the_legacy_layout_keeps_the_lines_errors_and_failure_tstamp(spark: Spar
 
 def shred_rows(spark: SparkSession, lines: list[str]) -> dict[str, dict[str, Any]]:
     """shred's (rdb layout) bad rows of `lines`, parsed, by payload."""
-    source = spark.createDataFrame([(line,) for line in lines], "value string")
+    source = local_frame(spark, [(line,) for line in lines], "value string")
     parsed = parse_events(source, DedupConfig().fingerprint_fields).select(
         "line", "errors", "event_id", "collector_tstamp"
     )

@@ -33,6 +33,7 @@ from pyspark.sql.types import (
     VariantType,
 )
 
+from jobs.frames import local_frame
 from jobs.iglu.names import column_name
 from jobs.iglu.parquet.cast import cast_failed
 from jobs.iglu.parquet.columns import TypedColumn, family_columns
@@ -919,7 +920,7 @@ def snowplow_column(kind: str, name: str, present: set[str]) -> TypedColumn:
 
 def typed_rows(spark: SparkSession, rows: list[tuple[Any, ...]], ddl: str, typed: dict[str, TypedColumn]) -> DataFrame:
     """`rows` of entity data (columns named as `typed`'s keys) with each one's typed value and cast_failed."""
-    frame = spark.createDataFrame(rows, ddl)
+    frame = local_frame(spark, rows, ddl)
     return frame.select(
         *(typed_value(F.col(source), column).alias(column.name) for source, column in typed.items()),
         *(cast_failed(F.col(source), column).alias(f"{source}_failed") for source, column in typed.items()),
@@ -1142,7 +1143,7 @@ CAST_CASES = {
 def test_cast_failed(spark: SparkSession) -> None:
     column = only("unstruct_event", KITCHEN)
     texts = [text for text, _ in CAST_CASES.values()]
-    frame = spark.createDataFrame([(i, text) for i, text in enumerate(texts)], "i int, e string")
+    frame = local_frame(spark, [(i, text) for i, text in enumerate(texts)], "i int, e string")
     failed: dict[int, bool] = dict(frame.select("i", cast_failed(F.col("e"), column)).collect())
     assert {case: failed[i] for i, case in enumerate(CAST_CASES)} == {
         case: bad for case, (_, bad) in CAST_CASES.items()
@@ -1153,7 +1154,7 @@ def test_cast_failed_on_contexts(spark: SparkSession) -> None:
     """Any entity that does not fit makes the column's value fail; no data does not."""
     column = only("contexts", KITCHEN)
     data = [[KITCHEN_FULL, KITCHEN_SHORT], [KITCHEN_FULL, without("count")], ["[1]"], [], None]
-    frame = spark.createDataFrame([(i, value) for i, value in enumerate(data)], "i int, c array<string>")
+    frame = local_frame(spark, [(i, value) for i, value in enumerate(data)], "i int, c array<string>")
     rows = frame.select("i", cast_failed(F.col("c"), column), F.size(typed_value(F.col("c"), column)))
     assert [tuple(row) for row in rows.orderBy("i").collect()] == [
         (0, False, 2),

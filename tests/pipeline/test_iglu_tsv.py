@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from jobs.frames import local_frame
 from jobs.iglu.names import snake_case
 from jobs.iglu.tsv import TsvColumn, UnusableSchemaError, tsv_columns, tsv_fields, tsv_parses
 
@@ -136,7 +137,7 @@ def test_a_schema_that_is_not_an_object_is_unusable() -> None:
 
 def render(spark: SparkSession, schema: dict[str, Any], data: list[str]) -> list[list[str]]:
     columns = tsv_columns(schema)
-    frame = spark.createDataFrame([(text,) for text in data], "data string")
+    frame = local_frame(spark, [(text,) for text in data], "data string")
     return [
         list(row)
         for row in frame.select(*tsv_fields(F.col("data"), tsv_parses(F.col("data"), columns), columns)).collect()

@@ -16,6 +16,7 @@ from jobs.dedup.inbatch import NOT_AN_ENVELOPE, apply_decisions, decision_rows, 
 from jobs.dedup.synthetic import uuid5, with_duplicate_context
 from jobs.enriched.badrows import PARSING_ERROR_SCHEMA
 from jobs.enriched.fields import DEFAULT_FINGERPRINT_FIELDS, FIELD_INDEX
+from jobs.frames import local_frame
 from tests.pipeline.helpers import ID_A, ID_B, ID_C, event
 
 RUN_TIME = datetime(2026, 11, 22, 3, tzinfo=UTC)
@@ -32,7 +33,7 @@ def in_order(rows: Decided) -> Decided:
 
 def decide(spark: SparkSession, lines: list[str], strategy: SyntheticStrategy = "reid") -> Decided:
     """(outcome, reason, text) for every input line, sorted."""
-    frame = with_row_ids(spark.createDataFrame([(line,) for line in lines], "value string"))
+    frame = with_row_ids(local_frame(spark, [(line,) for line in lines], "value string"))
     decisions = decision_rows(frame, strategy, DEFAULT_FINGERPRINT_FIELDS)  # as the job decides, in-batch only
     rows = apply_decisions(frame, decisions, strategy, RUN_TIME).collect()
     return in_order([(row["outcome"], row["reason"], row["text"]) for row in rows])
@@ -257,14 +258,14 @@ def test_uuid5_matches_python(spark: SparkSession) -> None:
         (str(uuid.UUID(int=i * 7919 + 1, version=4)), name)
         for i, name in enumerate(["fp", "", "ünïcødé", "x" * 300, "0" * 32])
     ]
-    df = spark.createDataFrame(cases, "namespace string, name string")
+    df = local_frame(spark, cases, "namespace string, name string")
     got = [row[0] for row in df.select(uuid5(F.col("namespace"), F.col("name"))).collect()]
     assert got == [str(uuid.uuid5(uuid.UUID(ns), name)) for ns, name in cases]
 
 
 def test_with_duplicate_context_only_touches_the_envelope_array(spark: SparkSession) -> None:
     nested = f'{{"schema":"{CONTEXTS}","data":[{{"schema":"iglu:a/b/jsonschema/1-0-0","data":{{"data":[1,2]}}}}]}}'
-    df = spark.createDataFrame([(nested,)], "dc string")
+    df = local_frame(spark, [(nested,)], "dc string")
     ((result,),) = df.select(with_duplicate_context(F.col("dc"), F.lit("CTX"))).collect()
     assert (
         result

@@ -12,6 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from jobs.errors import InputNotFoundError, InvalidArgumentError
+from jobs.frames import local_frame
 from jobs.keyed.job import KeyedOptions, run, settings_from
 from jobs.keyed.period import parse_period
 from jobs.runtime.cli import main
@@ -200,7 +201,7 @@ def test_jsonl_lines_are_written_back_unchanged(spark: SparkSession, tmp_path: P
 
 
 def test_parquet_in_parquet_out(spark: SparkSession, tmp_path: Path) -> None:
-    frame = spark.createDataFrame([(1, 10, "a"), (1, 11, "b"), (2, 12, "c")], "id long, seq long, v string")
+    frame = local_frame(spark, [(1, 10, "a"), (1, 11, "b"), (2, 12, "c")], "id long, seq long, v string")
     frame.coalesce(1).write.parquet(str(tmp_path / "in"))
     keyed(spark, tmp_path, tmp_path / "in", fmt="parquet", expiry_key="seq", expiry_period="100")
     unique = spark.read.parquet(str(tmp_path / "out" / f"run={RUN1}" / "unique"))

@@ -12,13 +12,14 @@ from pyspark.sql import functions as F
 from jobs.enriched.badrows import bad_row_json, line_failure
 from jobs.enriched.fields import DEFAULT_FINGERPRINT_FIELDS, FIELD_INDEX
 from jobs.enriched.parse import is_valid, narrow_events, parse_events
+from jobs.frames import local_frame
 from tests.pipeline.helpers import ID_A, event
 
 
 def parse(
     spark: SparkSession, lines: list[str], fingerprint_fields: tuple[str, ...] = DEFAULT_FINGERPRINT_FIELDS
 ) -> DataFrame:
-    return parse_events(spark.createDataFrame([(line,) for line in lines], "value string"), fingerprint_fields)
+    return parse_events(local_frame(spark, [(line,) for line in lines], "value string"), fingerprint_fields)
 
 
 def errors_of(spark: SparkSession, lines: list[str]) -> list[list[str]]:
@@ -107,7 +108,7 @@ def test_bad_input_corpus_gives_one_message_per_problem(spark: SparkSession) -> 
     lines = list(corpus)
     assert errors_of(spark, lines) == [corpus[line] for line in lines]
     # The per-row check the dedup job uses says "valid" exactly for the lines without messages.
-    frame = spark.createDataFrame([(line,) for line in lines], "value string")
+    frame = local_frame(spark, [(line,) for line in lines], "value string")
     valid = {
         row["value"]: row["valid"] for row in frame.select("value", is_valid(F.col("value")).alias("valid")).collect()
     }
@@ -170,7 +171,7 @@ def test_the_dedup_jobs_narrow_parse_gives_the_same_fields_as_the_full_one(spark
         event(event_fingerprint="", user_id="u1", page_title="Home"),
         event(etl_tstamp="", collector_tstamp="2026-11-01 10:00:00.123456789"),
     ]
-    frame = spark.createDataFrame([(line,) for line in lines], "value string")
+    frame = local_frame(spark, [(line,) for line in lines], "value string")
     full = parse_events(frame, DEFAULT_FINGERPRINT_FIELDS).select(
         "line", "event_key", "fingerprint", "etl_tstamp", "collector_tstamp"
     )
@@ -185,7 +186,7 @@ def test_the_fingerprint_field_list_is_configurable(spark: SparkSession) -> None
 
 
 def test_bad_row_json_has_the_design_format(spark: SparkSession) -> None:
-    df = spark.createDataFrame([("a\tb", ["first", 'second "quoted"'])], "line string, errors array<string>")
+    df = local_frame(spark, [("a\tb", ["first", 'second "quoted"'])], "line string, errors array<string>")
     ((text,),) = df.select(
         bad_row_json(F.col("line"), F.col("errors"), datetime(2026, 11, 22, 3, tzinfo=UTC))
     ).collect()

@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from jobs.config import DedupConfig
 from jobs.enriched.parse import parse_events
+from jobs.frames import local_frame
 from jobs.runtime.cli import main
 from jobs.shred import rdb
 from jobs.shred.entities import ATOMIC_FIELDS
@@ -46,7 +47,7 @@ PARSING_ERRORS = f"{rdb.BAD}/{rdb.PARSING_ERROR_PATH}"
 
 def outputs(spark: SparkSession, lines: list[str]) -> dict[str, list[str]]:
     """The rdb output lines of `lines`, per folder under the run folder (the job's functions, nothing written)."""
-    source = spark.createDataFrame([(line,) for line in lines], "value string")
+    source = local_frame(spark, [(line,) for line in lines], "value string")
     parsed = parse_events(source, DedupConfig().fingerprint_fields).select(
         "line", "errors", "event_id", "collector_tstamp"
     )

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from jobs.enriched.fields import FIELD_INDEX, FIELD_NAMES
 from jobs.enriched.parse import parse_events
+from jobs.frames import local_frame
 from jobs.iglu.names import column_name
 from jobs.shred.lines import shred_events
 from jobs.shred.widerow import (
@@ -96,7 +97,7 @@ def upstream_lines() -> list[str]:
 
 def decide(spark: SparkSession, lines: list[str]) -> tuple[DataFrame, list[Family]]:
     """The good events and their entity families, as the shred job builds them (`jobs.shred.widerow_writer.write_wide_rows`)."""
-    raw = spark.createDataFrame([(line,) for line in lines], "value string")
+    raw = local_frame(spark, [(line,) for line in lines], "value string")
     good = shred_events(parse_events(raw, ("app_id",))).where("good")
     type_rows = (
         good.select(F.explode("entities").alias("e"))
@@ -288,7 +289,7 @@ def test_typed_atomic_columns_are_null_for_values_that_are_not_of_their_type(spa
         br_cookies="true",
         dvce_ismobile="2",
     )
-    lines = spark.createDataFrame([(line,)], "value string")
+    lines = local_frame(spark, [(line,)], "value string")
     row = lines.select(*typed_atomic_columns(F.split("value", "\t"))).collect()[0].asDict()
     assert {name for name, value in row.items() if value is None} >= {
         "etl_tstamp", "dvce_created_tstamp", "dvce_sent_tstamp", "txn_id", "domain_sessionidx", "geo_latitude",
@@ -321,7 +322,7 @@ ISO_INSTANTS: list[tuple[str, str | None]] = [
 
 def test_iso_instant_writes_what_javas_instant_to_string_writes(spark: SparkSession) -> None:
     # Every case in one frame (one Spark job, not one per case); each case is still compared on its own.
-    frame = spark.createDataFrame([(text,) for text, _ in ISO_INSTANTS], "t string")
+    frame = local_frame(spark, [(text,) for text, _ in ISO_INSTANTS], "t string")
     got = [(row[0], row[1]) for row in frame.select("t", iso_instant(F.col("t"))).collect()]
     assert got == [(text, iso) for text, iso in ISO_INSTANTS]
 
