@@ -43,8 +43,9 @@ demo: setup ## two batches of sample events through the pipeline (dedup + shred,
 	$(PY) -m jobs report --input $(DEMO)/input --output $(DEMO)/report \
 		--deduplicated $(DEMO)/output/deduplicated/run=2026-11-22-03-00-00 $(DEMO)/output/deduplicated/run=2026-11-22-04-00-00
 
-# Test processes (pytest-xdist), each module's tests on one of them (its module fixtures built once), the costliest
-# modules first (tests/conftest.py). Not `--dist loadgroup`: with pytest 9.2 it no longer groups (pytest-xdist#1386).
+# Test processes (pytest-xdist), each module's tests on one of them (its module fixtures built once), every CDK module
+# on the same one (each environment synthesized once), the costliest first (tests/conftest.py `work_unit`). Not
+# `--dist loadgroup`: with pytest 9.2 it no longer groups (pytest-xdist#1386).
 TEST_WORKERS ?= 2
 
 # The dev venv (then its class archive) and the validators' venv and node_modules are built side by side.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -27,11 +27,12 @@ os.environ.pop("AWS_PROFILE", None)
 def spark() -> Iterator[SparkSession]:
     """The one Spark session of the test run, built the way the jobs build theirs locally."""
     from jobs.config import SparkConfig
-    from jobs.runtime.session import SERIAL_GC, SMALL_INPUT_CONF, local_conf, spark_session
+    from jobs.runtime.session import SMALL_INPUT_CONF, SMALL_INPUT_JAVA_OPTIONS, local_conf, spark_session
 
-    # Every test's input is small: its plans run interpreted and the JVM collects with one thread, as a job's own
-    # session runs a small input (without the quick JIT, which slows a session that lasts the whole suite).
-    java_options = f"{local_conf(SparkConfig())['spark.driver.extraJavaOptions']} {SERIAL_GC}"
+    # Every test's input is small: the session runs as a job's own runs a small input (plans interpreted, the JIT's
+    # quick tier, one collector thread). With the full JIT, compiling Spark's code with C2 took more of the JVM's
+    # time than the tests did.
+    java_options = f"{local_conf(SparkConfig())['spark.driver.extraJavaOptions']} {SMALL_INPUT_JAVA_OPTIONS}"
     conf = {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g", **SMALL_INPUT_CONF,
             "spark.driver.extraJavaOptions": java_options}  # fmt: skip
     session = spark_session(SparkConfig(master="local[2]", conf=conf), app_name="winnow-tests")
@@ -69,15 +70,68 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = costliest_modules_first(items)
 
 
+# About what each costly module's tests took in `make test`, in seconds (2026-11-28). Only the order of the work
+# depends on them, so that the test processes do not end on a long module alone: a stale figure costs balance, never
+# a result. A module not listed counts its tests' markers (`estimated_seconds`).
+MODULE_SECONDS = {
+    "tests/pipeline/test_unfinished_runs.py": 100,
+    "tests/pipeline/test_table.py": 60,
+    "tests/pipeline/test_keyed.py": 45,
+    "tests/pipeline/test_lake_manifest.py": 60,
+    "tests/pipeline/test_crossbatch.py": 55,
+    "tests/pipeline/test_run_identity.py": 55,
+    "tests/pipeline/test_data_safety.py": 50,
+    "tests/pipeline/test_fixed_outputs.py": 45,
+    "tests/pipeline/test_lake_filters.py": 35,
+    "tests/pipeline/test_file_names.py": 35,
+    "tests/pipeline/test_throttling.py": 35,
+    "tests/pipeline/test_iglu_resolver.py": 35,
+    "tests/pipeline/test_inbatch.py": 20,
+    "tests/pipeline/test_iglu_parquet.py": 25,
+    "tests/pipeline/test_widerow.py": 25,
+    "tests/pipeline/test_incremental.py": 25,
+    "tests/pipeline/test_lake_equivalence.py": 20,
+}
+INFRA = "tests/infra/"
+"""The CDK modules are one unit of work (`make test`: `--dist loadfile`): one test process imports the CDK and
+synthesizes each environment once for all of them."""
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work of a test (`--dist loadfile`): its module, or `tests/infra/` for every CDK module."""
+    module = nodeid.split("::")[0]
+    return INFRA if module.startswith(INFRA) else module
+
+
+def estimated_seconds(item: pytest.Item) -> int:
+    """A test's cost by its markers, for a module not in MODULE_SECONDS."""
+    marks = {mark.name for mark in item.iter_markers()}
+    return 20 if "slow" in marks else 2 if marks & {"spark", "synth", "audit"} else 0
+
+
 def costliest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The modules in the order of what their tests cost by their markers (each module's tests in their order), so
-    the test processes of `make test` do not end on a long module alone."""
-    cost: dict[str, int] = {}
+    """The units of work costliest first (each unit's tests in their order)."""
+    estimated: dict[str, int] = {}
     for item in items:
-        marks = {mark.name for mark in item.iter_markers()}
         module = item.nodeid.split("::")[0]
-        cost[module] = cost.get(module, 0) + (
-            30 if "slow" in marks else 5 if marks & {"spark", "synth", "audit"} else 0
-        )
-    order = {module: rank for rank, module in enumerate(sorted(cost, key=lambda module: -cost[module]))}
-    return sorted(items, key=lambda item: order[item.nodeid.split("::")[0]])
+        estimated[module] = estimated.get(module, 0) + estimated_seconds(item)
+    cost: dict[str, int] = {}
+    for module, seconds in estimated.items():
+        cost[work_unit(module)] = cost.get(work_unit(module), 0) + MODULE_SECONDS.get(module, seconds)
+    order = {unit: rank for rank, unit in enumerate(sorted(cost, key=lambda unit: -cost[unit]))}
+    return sorted(items, key=lambda item: order[work_unit(item.nodeid)])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` by `work_unit`, in the order of the collection (costliest first), not by test count."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    class WorkUnits(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return WorkUnits(config, log)
