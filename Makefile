@@ -18,16 +18,22 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-cdk.txt
+# The jobs' runtime first (requirements.txt): the class archive is built from it while the rest of the dev venv
+# installs (that install finds every runtime pin already satisfied and leaves it as it is).
+$(VENV)/.runtime: requirements.txt
 	@command -v java >/dev/null || { echo "Java 17 is missing: installing openjdk-17-jre-headless"; \
 		apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null; }
 	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --no-compile --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.runtime requirements-dev.txt requirements-cdk.txt
 	$(PY) -m pip install -q --no-compile --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
 # Spark's classes archived once for the JVMs local jobs start (jobs/runtime/class_archive.py): they start and plan
 # sooner. A failed build is said and skipped: jobs then start without it.
-$(VENV)/.class-archive: $(VENV)/.installed
+$(VENV)/.class-archive: $(VENV)/.runtime
 	-$(PY) -m jobs.tools.build_class_archive
 	touch $@
 
@@ -48,9 +54,10 @@ demo: setup ## two batches of sample events through the pipeline (dedup + shred,
 # `--dist loadgroup`: with pytest 9.2 it no longer groups (pytest-xdist#1386).
 TEST_WORKERS ?= 2
 
-# The dev venv (then its class archive) and the validators' venv and node_modules are built side by side.
+# The dev venv, the class archive (once the jobs' runtime is in), the validators' venv and node_modules are built side
+# by side.
 test: ## run the whole test suite (TEST_WORKERS processes)
-	$(MAKE) --no-print-directory -j2 setup audit-setup
+	$(MAKE) --no-print-directory -j4 setup audit-setup
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: setup ## the quick loop: no Spark, no CDK synth, no template validators, nothing slow (pyproject.toml)
