@@ -69,13 +69,14 @@ def _pipeline_rows(results: dict[str, Any]) -> list[str]:
              f"{heavy_text}:", "", *HEADER,
              *_process_rows(processes, [name for run, passthrough, _ in workloads for name in (run, passthrough)],
                             events), ""]  # fmt: skip
-    size = "" if events == pipeline.TARGET_EVENTS else f" (this input: {events:,} events)"
     for run_name, passthrough_name, label in workloads:
         run, baseline = processes[run_name]["median_seconds"], processes[passthrough_name]["median_seconds"]
         bound = pipeline.TARGET_RATIO * baseline
         verdict = "met" if run <= bound else f"not met: {run - bound:.2f} s over {bound:.2f} s"
+        if events != pipeline.TARGET_EVENTS:  # start-up weighs more on a smaller input: no verdict
+            verdict = f"not judged on {events:,} events"
         lines += [f"Issue 45's target, `run` as a whole process within {pipeline.TARGET_RATIO:g}x the pass-through "
-                  f"process at {pipeline.TARGET_EVENTS:,} events{size}, on {label}: **{run / baseline:.2f}x** "
+                  f"process at {pipeline.TARGET_EVENTS:,} events, on {label}: **{run / baseline:.2f}x** "
                   f"({run:.2f} s against {baseline:.2f} s), {verdict}.", ""]  # fmt: skip
     return lines
 
