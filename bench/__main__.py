@@ -234,9 +234,9 @@ def process_cases(
     env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
 
     def winnow_dedup(
-        config: Path, python: str = sys.executable, output: Path = PROCESS_OUTPUT, input: Path = source
+        config: Path, python: str = sys.executable, output: Path = PROCESS_OUTPUT, events: Path = source
     ) -> list[str]:
-        return [python, "-m", "jobs", "dedup", "--input", str(input), "--output", str(output), "--config", str(config),
+        return [python, "-m", "jobs", "dedup", "--input", str(events), "--output", str(output), "--config", str(config),
                 "--run-id", PROCESS_RUN_ID]  # fmt: skip
 
     duckdb = python_module("bench.peers.duckdb_dedup", "--input", str(source), "--output", str(WORK / "out" / "duck"))
@@ -268,7 +268,7 @@ def process_cases(
         "spark dropDuplicates (process)": lambda: measure_process(drop_duplicates, env, log),
     }
     if heavy_source is not None:
-        heavy_dedup = winnow_dedup(config, output=WORK / "out" / "proc-dedup-heavy", input=heavy_source)
+        heavy_dedup = winnow_dedup(config, output=WORK / "out" / "proc-dedup-heavy", events=heavy_source)
         heavy_passthrough = passthrough_of(heavy_source, WORK / "out" / "proc-pass-heavy")
         cases |= {
             pipeline.heavy(pipeline.RUN): pipeline.run_process(
