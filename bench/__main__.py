@@ -8,6 +8,7 @@ kept in `bench/data/`.
     .venv/bin/python -m bench                      # 1M events, 3 runs, scaling 250k-2M, all sections but large
     .venv/bin/python -m bench --sections large --merge   # 10M: Winnow's process vs DuckDB's, the rest kept
     .venv/bin/python -m bench --sections small --merge --runs 2   # 10k, 40k: the small-input session's processes
+    .venv/bin/python -m bench --sections processes --merge --runs 2   # run, dedup, pass-through processes (+ heavy tail)
     .venv/bin/python -m bench --events 200000 --runs 3 --scaling 100000 200000 --sections spark processes
 """
 
@@ -28,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import other_pyspark, report, small
+from bench import other_pyspark, pipeline, report, small
 from bench.measure import Figure, Sample, alternate, measure_in_process, measure_process
 from bench.outputs import output_lines as output_lines  # also where tests/bench take it from
 from bench.timeline import timeline
@@ -56,18 +57,20 @@ def python_module(*args: str) -> list[str]:
     return [sys.executable, "-m", *args]
 
 
-def enriched_input(events: int) -> Path:
-    """Generated enriched events (the default long-tail duplicate distribution), made once and kept."""
-    folder = DATA / f"events-{events}"
+def enriched_input(events: int, heavy_tail: bool = False) -> Path:
+    """Generated enriched events (the default long-tail duplicate distribution, or the heavy-tail workload of
+    `bench.pipeline`), made once and kept."""
+    folder = DATA / (f"events-heavy-{events}" if heavy_tail else f"events-{events}")
     if not (folder / "_COMPLETE").exists():
         log(f"generating {events:,} events into {folder}")
         subprocess.run(
             python_module(
-                "jobs", "generate", "--output", str(folder), "--events", str(events), "--files", "4", "--overwrite"
+                "jobs", "generate", "--output", str(folder), "--events", str(events), "--files", "4", "--overwrite",
+                *(pipeline.HEAVY_GENERATE if heavy_tail else ()),
             ),  # an interrupted generation left files, not _COMPLETE
             check=True,
             cwd=ROOT,
-        )
+        )  # fmt: skip
         (folder / "_COMPLETE").touch()
     return folder
 
@@ -210,12 +213,15 @@ class SparkBench:
         return result
 
 
-def process_cases(source: Path, other: tuple[str, Path] | None = None) -> dict[str, Callable[[], Sample]]:
-    """Whole processes, Spark or DuckDB start-up included: Winnow's `dedup` command (with and without the class
-    archive, `jobs.runtime.class_archive`), the DuckDB peer, the pass-through in a process of its own (what any
-    Spark process pays before its work) and Spark's cheapest dedup in one (`dropDuplicates`, no check); with
-    `other` (a pyspark version and the python that has it), Winnow's `dedup` on that Spark too, into a folder of
-    its own."""
+def process_cases(
+    source: Path, other: tuple[str, Path] | None = None, heavy_source: Path | None = None
+) -> dict[str, Callable[[], Sample]]:
+    """Whole processes, Spark or DuckDB start-up included: Winnow's `run` (dedup then shred, `bench.pipeline`),
+    its `dedup` command (with and without the class archive, `jobs.runtime.class_archive`), the DuckDB peer, the
+    pass-through in a process of its own (what any Spark process pays before its work) and Spark's cheapest dedup
+    in one (`dropDuplicates`, no check); with `other` (a pyspark version and the python that has it), Winnow's
+    `dedup` on that Spark too, into a folder of its own; with `heavy_source`, `run`, `dedup` and the pass-through
+    again on that input (the heavy-tail workload)."""
     from jobs.runtime.session import LOCAL_CONF
 
     config = WORK / "local-bench.json"
@@ -227,17 +233,24 @@ def process_cases(source: Path, other: tuple[str, Path] | None = None) -> dict[s
                                                      "conf": {**SPARK_CONFIG["spark"]["conf"], **plain_jvm}}}))  # fmt: skip
     env = {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
 
-    def winnow_dedup(config: Path, python: str = sys.executable, output: Path = PROCESS_OUTPUT) -> list[str]:
-        return [python, "-m", "jobs", "dedup", "--input", str(source), "--output", str(output), "--config", str(config),
+    def winnow_dedup(
+        config: Path, python: str = sys.executable, output: Path = PROCESS_OUTPUT, events: Path = source
+    ) -> list[str]:
+        return [python, "-m", "jobs", "dedup", "--input", str(events), "--output", str(output), "--config", str(config),
                 "--run-id", PROCESS_RUN_ID]  # fmt: skip
 
     duckdb = python_module("bench.peers.duckdb_dedup", "--input", str(source), "--output", str(WORK / "out" / "duck"))
-    passthrough = python_module("bench.passthrough", "--input", str(source), "--output",
-                                str(WORK / "out" / "proc-pass"), "--config", str(config))  # fmt: skip
+
+    def passthrough_of(source: Path, output: Path) -> list[str]:
+        return python_module("bench.passthrough", "--input", str(source), "--output", str(output),
+                             "--config", str(config))  # fmt: skip
+
+    passthrough = passthrough_of(source, WORK / "out" / "proc-pass")
     drop_duplicates = python_module("bench.passthrough", "--input", str(source), "--output",
                                     str(WORK / "out" / "proc-drop"), "--config", str(config), "--drop-duplicates")  # fmt: skip
     log = WORK / "processes.log"
     cases = {
+        pipeline.RUN: pipeline.run_process(source, WORK / "out" / "proc-run", config, env, log),
         "winnow dedup (process)": lambda: measure_process(winnow_dedup(config), env, log),
         "winnow dedup (process, without the class archive)": lambda: measure_process(
             winnow_dedup(without_archive), env, log
@@ -249,11 +262,22 @@ def process_cases(source: Path, other: tuple[str, Path] | None = None) -> dict[s
         cases[f"winnow dedup (process, pyspark {version})"] = lambda: measure_process(
             command, {**env, "PYSPARK_PYTHON": str(python)}, log
         )
-    return cases | {
+    cases |= {
         "duckdb warehouse model (process)": lambda: measure_process(duckdb, env, log),
         "spark pass-through (process)": lambda: measure_process(passthrough, env, log),
         "spark dropDuplicates (process)": lambda: measure_process(drop_duplicates, env, log),
     }
+    if heavy_source is not None:
+        heavy_dedup = winnow_dedup(config, output=WORK / "out" / "proc-dedup-heavy", events=heavy_source)
+        heavy_passthrough = passthrough_of(heavy_source, WORK / "out" / "proc-pass-heavy")
+        cases |= {
+            pipeline.heavy(pipeline.RUN): pipeline.run_process(
+                heavy_source, WORK / "out" / "proc-run-heavy", config, env, log
+            ),
+            pipeline.heavy(pipeline.DEDUP): lambda: measure_process(heavy_dedup, env, log),
+            pipeline.heavy(pipeline.PASSTHROUGH): lambda: measure_process(heavy_passthrough, env, log),
+        }
+    return cases
 
 
 def large_cases(source: Path) -> dict[str, Callable[[], Sample]]:
@@ -356,9 +380,11 @@ def main(argv: list[str] | None = None) -> int:
         results["spark_jobs"] = figures(alternate(spark_bench.enriched_cases(source), args.runs, progress=log))
     if "processes" in args.sections:
         other = (args.other_pyspark, other_pyspark.python_with(args.other_pyspark)) if args.other_pyspark else None
-        log("whole processes: Winnow dedup vs DuckDB")
-        measured = alternate(process_cases(source, other), args.runs, progress=log)
+        heavy_source = enriched_input(args.events, heavy_tail=True)
+        log("whole processes: Winnow run and dedup vs the pass-through, DuckDB; and on the heavy-tail input")
+        measured = alternate(process_cases(source, other, heavy_source), args.runs, progress=log)
         results["processes"] = figures(measured)
+        results["processes_heavy_tail_input"] = {"events": args.events, "bytes": input_bytes(heavy_source)}
         results["processes_timeline"] = last_run_timeline(measured["winnow dedup (process)"])
         if other:
             run = f"run={PROCESS_RUN_ID}"
@@ -430,7 +456,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # The results keys of a section, where they are not just the section's name.
-RESULT_KEYS = {"spark": ("spark_jobs",), "processes": ("processes", "processes_timeline", "processes_other_pyspark"),
+RESULT_KEYS = {"spark": ("spark_jobs",), "processes": ("processes", "processes_timeline", "processes_other_pyspark",
+                                                     "processes_heavy_tail_input"),
                "large": ("large", "large_timeline")}  # fmt: skip
 
 

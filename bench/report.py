@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench import pipeline
 from bench.small import PAIRS, PASSTHROUGH, TARGET_EVENTS, TARGET_RATIO
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
@@ -39,6 +40,45 @@ def _timeline_rows(steps: list[dict[str, Any]] | None, input_text: str) -> list[
             "begins at the line the job prints for it):", "", "| step | s | share |", "| --- | ---: | ---: |"]  # fmt: skip
     rows += [f"| {step['step']} | {step['seconds']:.2f} | {step['seconds'] / total:.0%} |" for step in steps]
     return [*rows, ""]
+
+
+def _process_rows(processes: dict[str, Any], names: list[str], events: int) -> list[str]:
+    """Rows of whole processes, each x the pass-through process on its own input (`bench.pipeline.baseline_of`)."""
+    rows = []
+    for name in names:
+        baseline = processes.get(pipeline.baseline_of(name))
+        rows += _figure_rows({name: processes[name]}, baseline["median_seconds"] if baseline else None, events)
+    return rows
+
+
+def _pipeline_rows(results: dict[str, Any]) -> list[str]:
+    """The whole pipeline, first: `run` as a cold process beside the pass-through process on the same input, on
+    each workload measured, and issue 45's target for each (nothing where the results have no `run` process)."""
+    processes, events = results.get("processes") or {}, results["input"]["events"]
+    workloads = [(run, pipeline.baseline_of(run), label) for run, label in
+                 ((pipeline.RUN, "the generated events"), (pipeline.heavy(pipeline.RUN), "the heavy-tail input"))
+                 if run in processes and pipeline.baseline_of(run) in processes]  # fmt: skip
+    if not workloads:
+        return []
+    heavy = results.get("processes_heavy_tail_input")
+    heavy_text = (f" and on as many heavy-tail events ({heavy['bytes'] / 1e9:.2f} GB; `generate "
+                  f"{' '.join(pipeline.HEAVY_GENERATE)}`: 1% of ids copied, Pareto(1.2) copies up to 5,000 per id, "
+                  "half of them synthetic)") if heavy else ""  # fmt: skip
+    lines = [f"The whole pipeline: `winnow run` (dedup then shred, a SQLite manifest created fresh for each run) as "
+             f"a cold process, x the Spark pass-through process on the same input; on {events:,} generated events"
+             f"{heavy_text}:", "", *HEADER,
+             *_process_rows(processes, [name for run, passthrough, _ in workloads for name in (run, passthrough)],
+                            events), ""]  # fmt: skip
+    for run_name, passthrough_name, label in workloads:
+        run, baseline = processes[run_name]["median_seconds"], processes[passthrough_name]["median_seconds"]
+        bound = pipeline.TARGET_RATIO * baseline
+        verdict = "met" if run <= bound else f"not met: {run - bound:.2f} s over {bound:.2f} s"
+        if events != pipeline.TARGET_EVENTS:  # start-up weighs more on a smaller input: no verdict
+            verdict = f"not judged on {events:,} events"
+        lines += [f"Issue 45's target, `run` as a whole process within {pipeline.TARGET_RATIO:g}x the pass-through "
+                  f"process at {pipeline.TARGET_EVENTS:,} events, on {label}: **{run / baseline:.2f}x** "
+                  f"({run:.2f} s against {baseline:.2f} s), {verdict}.", ""]  # fmt: skip
+    return lines
 
 
 def _small_rows(small: dict[str, Any] | None) -> list[str]:
@@ -95,11 +135,14 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["Sections measured in separate runs (only ratios within a section compare): " + "; ".join(
             f"{name} {stamp['date']} (--runs {stamp['runs']}, {stamp['minutes']} min)"
             for name, stamp in measured.items()) + ".", ""]  # fmt: skip
+    lines += _pipeline_rows(results)
     processes = results.get("processes")
     if processes:
         lines += ["Whole processes, what every EMR job run and every scheduled local run pays (wall time with "
-                  "start-up; peak RSS of the process tree, sampled):", ""]  # fmt: skip
-        lines += [*HEADER, *_figure_rows(processes, None, events), ""]
+                  "start-up; peak RSS of the process tree, sampled; x the pass-through process on the same "
+                  "input):", ""]  # fmt: skip
+        others = [name for name in processes if name not in (pipeline.RUN, pipeline.heavy(pipeline.RUN))]
+        lines += [*HEADER, *_process_rows(processes, others, events), ""]
         other = results.get("processes_other_pyspark")
         if other:
             same = "identical" if other["identical_outputs"] else "NOT identical"

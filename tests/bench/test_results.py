@@ -7,7 +7,11 @@ import gzip
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from bench import pipeline
 from bench.__main__ import DOCS_PAGE, ROOT, merged, output_lines
+from bench.measure import Sample
 from bench.other_pyspark import requirements_with
 from bench.report import END, START, markdown, update_page
 from bench.timeline import timeline
@@ -162,3 +166,87 @@ def test_outputs_compare_line_by_line_whatever_the_part_files(tmp_path: Path) ->
     run = results("2026-11-26T13:00:00+00:00", 3, {"processes": {"winnow dedup (process)": figure(28.9)},
                                                    "processes_other_pyspark": {"version": "4.1.1", "identical_outputs": True}})  # fmt: skip
     assert "The outputs of Winnow's dedup on pyspark 4.1.1 and on 4.0.2: identical" in markdown(run)
+
+
+def test_the_whole_pipeline_table_comes_first_with_issue_45s_target_on_each_workload() -> None:
+    processes = {
+        "winnow run (process)": figure(40.0), "winnow dedup (process)": figure(20.0),
+        "duckdb warehouse model (process)": figure(5.0), "spark pass-through (process)": figure(10.0),
+        "winnow run (process, heavy tail)": figure(60.0), "winnow dedup (process, heavy tail)": figure(30.0),
+        "spark pass-through (process, heavy tail)": figure(8.0),
+    }  # fmt: skip
+    run = results("2026-11-28T06:00:00+00:00", 1, {
+        "processes": processes, "processes_heavy_tail_input": {"events": 1000, "bytes": 1_600_000},
+        "spark_jobs": {"pass-through": figure(2.0)},
+    })  # fmt: skip
+    run["input"]["events"] = 1_000_000
+    text = markdown(run)
+    assert (
+        "The whole pipeline: `winnow run` (dedup then shred, a SQLite manifest created fresh for each run) as a cold "
+        "process, x the Spark pass-through process on the same input; on 1,000,000 generated events and on as many "
+        "heavy-tail events (0.00 GB; `generate --tail heavy --synthetic-share 0.5`: 1% of ids copied, Pareto(1.2) "
+        "copies up to 5,000 per id, half of them synthetic):\n\n"
+        "| case | median s | x pass-through | events/s | runs s | warm-up s | peak RSS MB |\n"
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: |\n"
+        "| winnow run (process) | 40.00 | 4.00x | 25,000 | 40.00 |  |  |\n"
+        "| spark pass-through (process) | 10.00 | 1.00x | 100,000 | 10.00 |  |  |\n"
+        "| winnow run (process, heavy tail) | 60.00 | 7.50x | 16,667 | 60.00 |  |  |\n"
+        "| spark pass-through (process, heavy tail) | 8.00 | 1.00x | 125,000 | 8.00 |  |  |\n\n"
+        "Issue 45's target, `run` as a whole process within 5x the pass-through process at 1,000,000 events, on the "
+        "generated events: **4.00x** (40.00 s against 10.00 s), met.\n\n"
+        "Issue 45's target, `run` as a whole process within 5x the pass-through process at 1,000,000 events, on the "
+        "heavy-tail input: **7.50x** (60.00 s against 8.00 s), not met: 20.00 s over 40.00 s.\n\n"
+        "Whole processes, what every EMR job run"
+    ) in text
+    assert text.index("The whole pipeline") < text.index("| ") < text.index("Spark jobs in one session")
+    # The other processes keep their table, each x the pass-through on its own input; `run` is not repeated there.
+    assert "| winnow dedup (process) | 20.00 | 2.00x | 50,000 | 20.00 |  |  |" in text
+    assert "| winnow dedup (process, heavy tail) | 30.00 | 3.75x | 33,333 | 30.00 |  |  |" in text
+    assert "| duckdb warehouse model (process) | 5.00 | 0.50x | 200,000 | 5.00 |  |  |" in text
+    assert text.count("| winnow run (process) |") == 1
+
+
+def test_results_without_the_run_process_or_the_heavy_tail_have_no_or_a_smaller_pipeline_table() -> None:
+    older = results("2026-11-27T03:18:16+00:00", 2, {"processes": {
+        "winnow dedup (process)": figure(32.0), "spark pass-through (process)": figure(8.0),
+    }})  # fmt: skip
+    text = markdown(older)
+    assert "The whole pipeline" not in text and "Issue 45's target, `run`" not in text
+    assert "| winnow dedup (process) | 32.00 | 4.00x | 31 | 32.00 |  |  |" in text
+    assert "The whole pipeline" not in markdown(results("2026-11-27T03:18:16+00:00", 2, {}))
+
+    default_only = results("2026-11-28T06:00:00+00:00", 1, {"processes": {
+        "winnow run (process)": figure(30.0), "spark pass-through (process)": figure(5.0),
+    }})  # fmt: skip
+    text = markdown(default_only)
+    assert "; on 1,000 generated events:\n\n" in text and "heavy" not in text
+    assert (
+        "Issue 45's target, `run` as a whole process within 5x the pass-through process at 1,000,000 events, on the "
+        "generated events: **6.00x** (30.00 s against 5.00 s), not judged on 1,000 events."
+    ) in text
+
+
+def test_each_run_process_starts_on_a_fresh_manifest_and_output_and_leaves_neither(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    output, config, log = tmp_path / "proc-run", tmp_path / "local-bench.json", tmp_path / "processes.log"
+    seen: list[tuple[list[str], list[str]]] = []
+
+    def run(argv: list[str], env: dict[str, str], log: Path) -> Sample:
+        seen.append((argv[1:], sorted(path.name for path in tmp_path.iterdir())))
+        (output / "shredded").mkdir(parents=True)  # what a run leaves: its output and its manifest
+        for suffix in ("", "-wal"):
+            Path(f"{output}.db{suffix}").write_text("x")
+        return Sample(1.0, None)
+
+    monkeypatch.setattr(pipeline, "measure_process", run)
+    case = pipeline.run_process(tmp_path / "events", output, config, {}, log)
+    case()
+    case()
+
+    command = ["-m", "jobs", "run", "--input", str(tmp_path / "events"), "--output", str(output), "--config",
+               str(config), "--run-id", pipeline.RUN_ID, "--manifest", f"sqlite:{output}.db", "--create"]  # fmt: skip
+    assert seen == [(command, []), (command, [])]
+    assert list(tmp_path.iterdir()) == []
+    assert pipeline.baseline_of(pipeline.heavy(pipeline.RUN)) == "spark pass-through (process, heavy tail)"
+    assert pipeline.baseline_of(pipeline.DEDUP) == pipeline.PASSTHROUGH
