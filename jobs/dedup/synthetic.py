@@ -6,6 +6,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
+from jobs.enriched.parse import lower_hex
 
 DUPLICATE_SCHEMA = "iglu:com.snowplowanalytics.snowplow/duplicate/jsonschema/1-0-0"
 CONTEXTS_SCHEMA = "iglu:com.snowplowanalytics.snowplow/contexts/jsonschema/1-0-0"
@@ -23,7 +24,7 @@ def uuid5(namespace: Column, name: Column) -> Column:
     same id, and shredded entities never lose their parent.
     """
     digest = F.sha1(F.concat(F.unhex(F.regexp_replace(namespace, "-", "")), F.encode(name, "UTF-8")))
-    variant = F.lower(F.hex(F.conv(F.substring(digest, 17, 1), 16, 10).cast("int").bitwiseAND(3).bitwiseOR(8)))
+    variant = lower_hex(F.hex(F.conv(F.substring(digest, 17, 1), 16, 10).cast("int").bitwiseAND(3).bitwiseOR(8)))
     return F.concat_ws(
         "-",
         F.substring(digest, 1, 8),

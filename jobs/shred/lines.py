@@ -16,6 +16,7 @@ from jobs import __version__
 from jobs.config import ShredLayout as Layout
 from jobs.enriched import badrows
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
+from jobs.enriched.parse import lower_hex
 from jobs.iglu.tsv import tsv_line, tsv_parses
 from jobs.shred import rdb
 from jobs.shred.entities import (
@@ -227,7 +228,7 @@ def rdb_outputs(decided: DataFrame, plan: ShredPlan | None = None) -> DataFrame:
             for p, c in zip(parses[key], parse_columns[key], strict=True)
         ),
     )
-    root_id = F.lower(F.col("event_id"))  # upstream's rootId is the event's UUID, which prints lower-case
+    root_id = lower_hex(F.col("event_id"))  # upstream's rootId is the event's UUID, which prints lower-case
     entity_text = shredded_line(e, root_id, F.col("root_tstamp"))
     shredded_format = F.lit("json")
     for key, columns in sorted(plan.tsv.items()):

@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 
 from jobs.enriched.badrows import ERROR_TYPE, first_error, invalid_value, parsing_error_row, value_checks
 from jobs.enriched.fields import DOUBLE_FIELDS, FIELD_INDEX, FIELD_NAMES, INSTANT_FIELDS, INT_FIELDS
+from jobs.enriched.parse import lower_hex
 from jobs.shred.entities import ATOMIC_FIELDS, JSON_FIELDS, root_tstamp
 
 GOOD, BAD = "output=good", "output=bad"
@@ -98,7 +99,7 @@ def _rendered(name: str, value: Column) -> Column:
     if name in INSTANT_FIELDS:
         return F.when(present, root_tstamp(value)).otherwise("")
     if name == "event_id":
-        return F.lower(value)
+        return lower_hex(value)  # a good event's: a UUID
     if name in INT_FIELDS:
         return F.when(present, value.try_cast("int").cast("string")).otherwise("")
     if name in DOUBLE_FIELDS:

@@ -22,6 +22,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.enriched.fields import BOOLEAN_FIELDS, DOUBLE_FIELDS, FIELD_INDEX, FIELD_NAMES, INSTANT_FIELDS, INT_FIELDS
+from jobs.enriched.parse import lower_hex
 from jobs.fs.paths import written
 from jobs.fs.run_folder import RunFolder
 from jobs.iglu.names import column_name
@@ -134,7 +135,7 @@ def _atomic_value(fields: Column, name: str) -> Column:
     text = _field_text(fields, name)
     if name == "event_id":
         # The SDK's UUID: written back as `UUID.toString`, lower-cased (the parser only lets UUIDs through).
-        return F.lower(F.when(text != "", text))
+        return lower_hex(F.when(text != "", text))
     return typed_value(text, ATOMIC_TYPES[name])
 
 
