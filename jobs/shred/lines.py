@@ -190,30 +190,29 @@ def rdb_outputs(decided: DataFrame, plan: ShredPlan | None = None) -> DataFrame:
     plan has columns for, JSON otherwise; an event with an Iglu failure its `loader_iglu_error` row; any other
     bad line its `loader_parsing_error` row.
 
-    Each event's own line (atomic, or its bad row) is built first; then the event is exploded into that line and
-    its entities, and each entity line is built after. Exploding the event with its line and split fields would
-    copy both into every entity's row; building the entity lines inside an array function would run them without
-    generated code (Spark's higher-order functions are interpreted, and with them everything inside them).
+    Each event's own line (atomic, or its bad row) is built first, in a projection of its own; then the event is
+    exploded into a null entity (the row of its own line) and its entities, and each entity line is built after.
+    The generator holds no array function and no own line: either would run the whole generator without generated
+    code (Spark's higher-order functions are interpreted, and with them everything inside them); the own line is a
+    column beside the exploded rows, which only the null entity's row reads.
     """
     plan = plan or ShredPlan()
     good = F.col("good")
     entities = decided.schema["entities"].dataType
     assert isinstance(entities, ArrayType)
-    own_row = F.struct(
-        _own_folder(plan).alias("folder"),
-        _own_text(plan).alias("text"),
-        F.lit(None).cast(entities.elementType).alias("entity"),
-    )
     # An event with an Iglu failure is not good: its bad row alone, none of its entities.
     written_entities = F.when(good, F.col("entities")).otherwise(F.array().cast(entities))
-    entity_rows = F.transform(
-        written_entities,
-        lambda e: F.struct(*(F.lit(None).cast("string").alias(name) for name in ("folder", "text")), e.alias("entity")),
+    own = decided.select(
+        "event_id",
+        "root_tstamp",
+        _own_folder(plan).alias("own_folder"),
+        _own_text(plan).alias("own_text"),
+        F.concat(F.array(F.lit(None).cast(entities.elementType)), written_entities).alias("rows"),
     )
-    # The own line once in the plan: a second copy of its large expression would double the generated code.
-    rows = F.concat(F.array(own_row), entity_rows)
-    exploded = decided.select("event_id", "root_tstamp", F.explode(rows).alias("row"))
-    e = F.col("row.entity")
+    # `explode_outer`, the same rows here (never empty): for `explode` of a column, Spark infers a filter on the
+    # array's size and pushes it below the projections, where it would decide every line a second time.
+    exploded = own.select("event_id", "root_tstamp", "own_folder", "own_text", F.explode_outer("rows").alias("entity"))
+    e = F.col("entity")
     uri = schema_key(e)
     if plan.skip:
         exploded = exploded.where(e.isNull() | ~is_skipped(uri, plan.skip))
@@ -238,8 +237,8 @@ def rdb_outputs(decided: DataFrame, plan: ShredPlan | None = None) -> DataFrame:
         entity_text = F.when(uri == key, line).otherwise(entity_text)
         shredded_format = F.when(uri == key, F.lit("tsv")).otherwise(shredded_format)
     is_entity = e.isNotNull()
-    folder = F.when(is_entity, rdb.entity_folder(e, shredded_format)).otherwise(F.col("row.folder"))
-    text = F.when(is_entity, entity_text).otherwise(F.col("row.text"))
+    folder = F.when(is_entity, rdb.entity_folder(e, shredded_format)).otherwise(F.col("own_folder"))
+    text = F.when(is_entity, entity_text).otherwise(F.col("own_text"))
     type_key = F.when(is_entity, F.concat(_entity_kind(e["kind"]), F.lit("\t"), uri))
     return exploded.select(folder.alias("folder"), text.alias("text"), type_key.alias("type_key"))
 
