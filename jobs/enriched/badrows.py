@@ -31,7 +31,7 @@ from jobs.enriched.fields import (
 from jobs.enriched.parse import CHECKED_FIELDS, UUID_PATTERN, is_timestamp
 
 PARSING_ERROR_SCHEMA = "iglu:com.snowplowanalytics.snowplow.badrows/loader_parsing_error/jsonschema/2-0-0"
-_INTEGER = r"^[+-]?[0-9]+$"  # Java's Integer.parseInt: a sign and digits, nothing else (no spaces, no `.0`)
+_INTEGER = r"^[+-]?[0-9]+\z"  # Java's Integer.parseInt: a sign and digits, nothing else (no spaces, no `.0`)
 
 # One decoding error, as the SDK's `InvalidValue` is written in a bad row.
 ERROR_TYPE = "struct<type:string,key:string,value:string,message:string>"

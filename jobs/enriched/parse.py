@@ -14,10 +14,10 @@ from pyspark.sql import functions as F
 
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
 
-UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\z"
 # Enriched timestamps are UTC `yyyy-MM-dd HH:mm:ss[.fraction]` with any precision up to nanoseconds.
 # The pattern also bounds month, day, hour, minute and second, so only days 29-31 need a calendar check.
-TSTAMP_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]) ([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?$"
+TSTAMP_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]) ([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?\z"
 FINGERPRINT_SEPARATOR = "\u001f"
 # Values quoted in error messages are cut to this length, so one huge field cannot bloat a bad row.
 QUOTED_VALUE_LIMIT = 100

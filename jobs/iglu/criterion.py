@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 _CRITERION = re.compile(
-    r"^iglu:([a-zA-Z0-9_.-]+)/([a-zA-Z0-9_-]+)/([a-zA-Z0-9_-]+)/([1-9][0-9]*|\*)-(0|[1-9][0-9]*|\*)-(0|[1-9][0-9]*|\*)$"
+    r"^iglu:([a-zA-Z0-9_.-]+)/([a-zA-Z0-9_-]+)/([a-zA-Z0-9_-]+)/([1-9][0-9]*|\*)-(0|[1-9][0-9]*|\*)-(0|[1-9][0-9]*|\*)\Z"
 )
 ALLOWED = "iglu:VENDOR/NAME/FORMAT/M-R-A with * allowed for M, R and A (e.g. iglu:com.acme/checkout/jsonschema/1-*-*)"
 
@@ -48,4 +48,4 @@ class SchemaCriterion:
         version = "-".join(
             "[0-9]+" if part is None else str(part) for part in (self.model, self.revision, self.addition)
         )
-        return "^" + re.escape(f"iglu:{self.vendor}/{self.name}/{self.format}/") + version + "$"
+        return "^" + re.escape(f"iglu:{self.vendor}/{self.name}/{self.format}/") + version + r"\z"

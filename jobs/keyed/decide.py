@@ -44,7 +44,7 @@ KEY, EXPIRY, REASON, OUTCOME, LATEST = "__w_key", "__w_expiry", "__w_reason", "_
 STATE_EXPIRY, STATE_SEEN = "__w_state_expiry", "__w_state_seen"
 EXPIRY_TYPE = DecimalType(38, 6)
 # A plain decimal number (optionally signed, with a fraction or an exponent).
-NUMBER_PATTERN = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$"
+NUMBER_PATTERN = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*\z"
 
 
 def expiry_literal(value: Decimal | None) -> Column:

@@ -20,15 +20,15 @@ JSON_FIELDS = ("contexts", "unstruct_event", "derived_contexts")
 ATOMIC_FIELDS: tuple[str, ...] = tuple(name for name in FIELD_NAMES if name not in JSON_FIELDS)
 
 # The envelopes the enriched format allows (any 1-0-* revision, as the Scala Analytics SDK accepts).
-CONTEXTS_ENVELOPE = r"^iglu:com\.snowplowanalytics\.snowplow/contexts/jsonschema/1-0-[0-9]+$"
-UNSTRUCT_ENVELOPE = r"^iglu:com\.snowplowanalytics\.snowplow/unstruct_event/jsonschema/1-0-[0-9]+$"
+CONTEXTS_ENVELOPE = r"^iglu:com\.snowplowanalytics\.snowplow/contexts/jsonschema/1-0-[0-9]+\z"
+UNSTRUCT_ENVELOPE = r"^iglu:com\.snowplowanalytics\.snowplow/unstruct_event/jsonschema/1-0-[0-9]+\z"
 ALLOWED_ENVELOPE = {
     "contexts": "iglu:com.snowplowanalytics.snowplow/contexts/jsonschema/1-0-*",
     "derived_contexts": "iglu:com.snowplowanalytics.snowplow/contexts/jsonschema/1-0-*",
     "unstruct_event": "iglu:com.snowplowanalytics.snowplow/unstruct_event/jsonschema/1-0-*",
 }
 # An entity's schema: iglu:vendor/name/format/MODEL-REVISION-ADDITION (SchemaVer, model from 1).
-IGLU_URI = r"^iglu:([a-zA-Z0-9_.-]+)/([a-zA-Z0-9_-]+)/([a-zA-Z0-9_-]+)/(([1-9][0-9]*)-(0|[1-9][0-9]*)-(0|[1-9][0-9]*))$"
+IGLU_URI = r"^iglu:([a-zA-Z0-9_.-]+)/([a-zA-Z0-9_-]+)/([a-zA-Z0-9_-]+)/(([1-9][0-9]*)-(0|[1-9][0-9]*)-(0|[1-9][0-9]*))\z"
 # Values quoted in error messages are cut to this length, so one huge field cannot bloat a bad row.
 QUOTED_LIMIT = 100
 

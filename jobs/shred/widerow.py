@@ -51,7 +51,7 @@ ATOMIC_TYPES: dict[str, str] = {name: _TYPE_OF.get(name, "string") for name in A
 
 # The timestamps the SDK reads (`Instant.parse` of the text with the space made a `T`, plus `Z`): seconds
 # required, up to 9 fraction digits. Ranges and the calendar are left to the cast.
-_INSTANT_TEXT = r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d{1,9})?$"
+_INSTANT_TEXT = r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d{1,9})?\z"
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,13 @@ from jobs.shred.lines import rdb_outputs, shred_events
 from tests.pipeline.helpers import (
     ID_A,
     ID_B,
+    ID_C,
     LINK_CLICK,
     RUN_ID,
     WEB_PAGE,
     contexts,
     event,
+    numbered_id,
     read_lines,
     shred,
     unstruct,
@@ -192,6 +194,32 @@ def test_a_collector_tstamp_in_year_0_is_the_loader_message_s_min(spark: SparkSe
     run = shred(tmp_path, [event(ID_A, collector_tstamp="0000-01-01 00:00:00.000"), event(ID_B)])
     timestamps = json.loads((run / "shredding_complete.json").read_text())["data"]["timestamps"]
     assert (timestamps["min"], timestamps["max"]) == ("0000-01-01T00:00:00Z", "2026-11-01T10:00:00Z")
+
+
+def test_a_value_ending_in_a_line_terminator_is_not_what_its_pattern_allows(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Java's `$` also matches before a final line terminator (a JSON-escaped newline; U+2028 inside a TSV field):
+    the patterns end at the text's end, so such a schema URI, event id or timestamp is an error, as the SDK finds."""
+    thing_with_a_newline = '{"schema":"iglu:com.acme/thing/jsonschema/1-0-0\\n","data":{"a":1}}'
+    lines = [
+        event(ID_A, contexts=contexts(thing_with_a_newline)),
+        event(ID_B[:-1] + "2\u2028"),
+        event(ID_C, collector_tstamp="2026-11-01 10:00:00.000\u2028"),
+        event(numbered_id(4)),
+    ]
+    run = shred(tmp_path, lines)
+    assert json.loads((run / "summary.json").read_text())["counts"] == {"input": 4, "good": 1, "bad": 3}
+    assert [path.name for path in run.rglob("*") if "\n" in path.name or "\u2028" in path.name] == []
+    # Read as lines split on "\n" only: a bad row keeps the line's U+2028, which `splitlines` would split on.
+    rows = [
+        row for part in sorted((run / PARSING_ERRORS).glob("part-*")) for row in part.read_text().split("\n") if row
+    ]
+    errors = {error["key"]: error["message"] for row in rows for error in json.loads(row)["data"]["failure"]["errors"]}
+    assert sorted(errors) == ["collector_tstamp", "contexts", "event_id"]
+    assert errors["contexts"].startswith(
+        "entity 1 has no valid schema URI (given 'iglu:com.acme/thing/jsonschema/1-0-0\n')"
+    )
 
 
 def test_a_run_hands_its_folder_to_the_loader(spark: SparkSession, tmp_path: Path) -> None:

@@ -33,10 +33,10 @@ def _let(value: Column, body: Callable[[Column], Column]) -> Column:
     return F.exists(F.array(value), body)
 
 
-_DATE_TEXT = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+_DATE_TEXT = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\z"
 # java.time's ISO_DATE_TIME with an offset, as upstream's `Instant.from` needs (a zone region suffix is not read).
 _TIMESTAMP_TEXT = (
-    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?(Z|[+-][0-9]{2}:[0-9]{2}(:[0-9]{2})?)$"
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?(Z|[+-][0-9]{2}:[0-9]{2}(:[0-9]{2})?)\z"
 )
 
 

@@ -83,7 +83,7 @@ def _parse_spark_type(value: _Type) -> DataType:
     return VariantType() if value == _JSON_T else _spark_type(value)
 
 
-_VERSION = re.compile(r"^([0-9]+)-([0-9]+)-([0-9]+)$")
+_VERSION = re.compile(r"^([0-9]+)-([0-9]+)-([0-9]+)\Z")
 
 
 def _version(text: str) -> tuple[int, int, int]:
