@@ -70,27 +70,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = costliest_modules_first(items)
 
 
-# About what each costly module's tests took in `make test`, in seconds (2026-11-28). Only the order of the work
+# About what each costly module's tests took in `make test`, in seconds (a fresh clone, 2026-11-28). Only the order of the work
 # depends on them, so that the test processes do not end on a long module alone: a stale figure costs balance, never
 # a result. A module not listed counts its tests' markers (`estimated_seconds`).
 MODULE_SECONDS = {
-    "tests/pipeline/test_unfinished_runs.py": 100,
-    "tests/pipeline/test_table.py": 60,
-    "tests/pipeline/test_keyed.py": 45,
-    "tests/pipeline/test_lake_manifest.py": 60,
-    "tests/pipeline/test_crossbatch.py": 55,
-    "tests/pipeline/test_run_identity.py": 55,
-    "tests/pipeline/test_data_safety.py": 50,
-    "tests/pipeline/test_fixed_outputs.py": 45,
-    "tests/pipeline/test_lake_filters.py": 35,
-    "tests/pipeline/test_file_names.py": 35,
-    "tests/pipeline/test_throttling.py": 35,
-    "tests/pipeline/test_iglu_resolver.py": 35,
-    "tests/pipeline/test_inbatch.py": 20,
-    "tests/pipeline/test_iglu_parquet.py": 25,
-    "tests/pipeline/test_widerow.py": 25,
-    "tests/pipeline/test_incremental.py": 25,
-    "tests/pipeline/test_lake_equivalence.py": 20,
+    "tests/pipeline/test_unfinished_runs.py": 94,
+    "tests/pipeline/test_lake_manifest.py": 73,
+    "tests/pipeline/test_run_identity.py": 70,
+    "tests/pipeline/test_crossbatch.py": 64,
+    "tests/pipeline/test_fixed_outputs.py": 63,
+    "tests/pipeline/test_table.py": 56,
+    "tests/pipeline/test_keyed.py": 51,
+    "tests/pipeline/test_lake_filters.py": 44,
+    "tests/pipeline/test_widerow.py": 42,
+    "tests/pipeline/test_file_names.py": 36,
+    "tests/pipeline/test_throttling.py": 34,
+    "tests/infra/test_validators.py": 29,
+    "tests/infra/test_app.py": 27,
+    "tests/infra/test_state_machine_flow.py": 27,
+    "tests/pipeline/test_data_safety.py": 25,
+    "tests/pipeline/test_shred_typed_parquet.py": 24,
+    "tests/pipeline/test_lake_integrity.py": 22,
+    "tests/pipeline/test_shred_tsv.py": 22,
+    "tests/pipeline/test_incremental.py": 20,
+    "tests/pipeline/test_dedup_job.py": 19,
+    "tests/pipeline/test_lake_equivalence.py": 17,
+    "tests/infra/test_job_contract.py": 16,
 }
 INFRA = "tests/infra/"
 """The CDK modules are one unit of work (`make test`: `--dist loadfile`): one test process imports the CDK and
