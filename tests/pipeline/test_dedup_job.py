@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from jobs.enriched.badrows import PARSING_ERROR_SCHEMA
 from jobs.runtime.cli import main
 from jobs.tools.generate import GenerateOptions, generate
-from tests.pipeline.helpers import read_lines, run_folder_content
+from tests.pipeline.helpers import ID_A, ID_B, event, fields_of, read_lines, run_folder_content
 
 RUN_ID = "2026-11-22-03-00-00"
 
@@ -193,3 +193,28 @@ def test_config_errors_stop_before_spark(
 def test_a_bad_run_id_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["dedup", "--input", str(tmp_path), "--output", str(tmp_path), "--run-id", "2026-11-22"]) == 2
     assert "--run-id: given '2026-11-22'; allowed: YYYY-MM-DD-HH-MM-SS" in capsys.readouterr().err
+
+
+def test_an_event_id_ending_in_a_line_terminator_is_bad_not_given_an_empty_id(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Java's `$` matches before a final line terminator, so `UUID_PATTERN` took "UUID" + U+2028 (or U+0085) as a UUID:
+    the line was good, and reid's UUIDv5 (of the id's hex, unhex gives null) gave both synthetic copies the event_id
+    "" in good/ (two events, one empty id; shred then makes both bad rows). Such an id is not a UUID: a bad line."""
+    odd = ID_B[:-1] + "2\u2028"
+    lines = [
+        event(odd, event_fingerprint="fp-1"),
+        event(odd, event_fingerprint="fp-2"),
+        event(ID_B + "\u0085"),
+        event(ID_A),
+    ]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "part-1.tsv").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    assert dedup(tmp_path / "in", tmp_path / "out", "--synthetic", "reid") == 0
+
+    run = tmp_path / "out" / f"run={RUN_ID}"
+    counts = json.loads((run / "summary.json").read_text())["counts"]
+    # Split on "\n" only: `splitlines` would split the ids' U+2028 too.
+    good = [line for part in sorted((run / "good").glob("part-*")) for line in part.read_text().split("\n") if line]
+    assert [fields_of(line)["event_id"] for line in good] == [ID_A]
+    assert (counts["input"], counts["good"], counts["bad"]) == (4, 1, 3)
