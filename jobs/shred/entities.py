@@ -28,7 +28,9 @@ ALLOWED_ENVELOPE = {
     "unstruct_event": "iglu:com.snowplowanalytics.snowplow/unstruct_event/jsonschema/1-0-*",
 }
 # An entity's schema: iglu:vendor/name/format/MODEL-REVISION-ADDITION (SchemaVer, model from 1).
-IGLU_URI = r"^iglu:([a-zA-Z0-9_.-]+)/([a-zA-Z0-9_-]+)/([a-zA-Z0-9_-]+)/(([1-9][0-9]*)-(0|[1-9][0-9]*)-(0|[1-9][0-9]*))\z"
+IGLU_URI = (
+    r"^iglu:([a-zA-Z0-9_.-]+)/([a-zA-Z0-9_-]+)/([a-zA-Z0-9_-]+)/(([1-9][0-9]*)-(0|[1-9][0-9]*)-(0|[1-9][0-9]*))\z"
+)
 # Values quoted in error messages are cut to this length, so one huge field cannot bloat a bad row.
 QUOTED_LIMIT = 100
 
