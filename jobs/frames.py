@@ -7,6 +7,7 @@ Python workers to unpickle them. Here the rows reach the JVM as JSON text litera
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Sequence
@@ -37,5 +38,6 @@ def local_frame(spark: SparkSession, rows: Sequence[Sequence[Any]], ddl: str, sl
     texts = [
         json.dumps([dict(zip(names, row, strict=True)) for row in rows[a:b]]) for a, b in itertools.pairwise(bounds)
     ]
-    text = F.element_at(F.array(*(F.lit(t) for t in texts)), F.col("id").cast("int") + 1)
-    return spark.range(0, count, 1, count).select(F.inline(F.from_json(text, ArrayType(schema))))
+    # A one-partition frame per slice, so that each task carries its own rows only.
+    parts = [spark.range(0, 1, 1, 1).select(F.inline(F.from_json(F.lit(t), ArrayType(schema)))) for t in texts]
+    return functools.reduce(DataFrame.union, parts)

@@ -67,7 +67,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             for value in vars(module).values()
         ):
             item.add_marker(pytest.mark.aws)
-    items[:] = costliest_modules_first(items)
+    items[:] = costliest_units_first(items)
 
 
 # About what each costly module's tests took in `make test`, in seconds (a fresh clone, 2026-11-28). Only the order of the work
@@ -114,7 +114,7 @@ def estimated_seconds(item: pytest.Item) -> int:
     return 20 if "slow" in marks else 2 if marks & {"spark", "synth", "audit"} else 0
 
 
-def costliest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
+def costliest_units_first(items: list[pytest.Item]) -> list[pytest.Item]:
     """The units of work costliest first (each unit's tests in their order)."""
     estimated: dict[str, int] = {}
     for item in items:

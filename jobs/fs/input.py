@@ -151,7 +151,7 @@ def open_input(
         listing = store.list_input(path)
     files = tuple(sorted(qualified(name) for name in listing.paths))
     if not files and empty_allowed:
-        return Input(path, (), tuple(skipped), frame=local_frame(spark, [], "value string"))
+        return Input(path, (), tuple(skipped), frame=local_frame(spark, [], "value string", slices=1))
     if not files:
         raise InputNotFoundError(
             f"--input: {path} holds no input files (names starting with _ or . are skipped){listing.note()}; "

@@ -94,8 +94,8 @@ def read_records(spark: SparkSession, path: str, fmt: Format, json_as_text: bool
     # The file ranks come from the file listing (one row per input file, no data scan).
     paths = sorted({re.sub("^file:/+", "/", name) for name in frame.inputFiles()})
     files = local_frame(
-        spark, list(zip(paths, range(1, len(paths) + 1), strict=True)), f"{_PATH} string, {POS_FILE} int"
-    )
+        spark, list(zip(paths, range(1, len(paths) + 1), strict=True)), f"{_PATH} string, {POS_FILE} int", slices=1
+    )  # broadcast whole: one partition
     # A left join: a record whose file is not in the listing is never dropped; `unranked` counts it.
     return positioned.join(F.broadcast(files), _PATH, "left").drop(_PATH)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import aws_cdk as cdk
 import cdk_nag
+import pytest
 from aws_cdk.assertions import Template
 
 from cdk.config import ENVIRONMENTS, EnvConfig
@@ -146,3 +147,12 @@ class Environments(dict[str, Synthesized]):
 
     def all(self) -> dict[str, Synthesized]:
         return {env: self[env] for env in ENVIRONMENTS}
+
+
+def synthesized_variant(request: pytest.FixtureRequest, name: str) -> Synthesized:
+    """An env's synth (session fixture `synthesized`), or a dev variant's (the session fixture of its name)."""
+    if name in ENVIRONMENTS:
+        synthesized: dict[str, Synthesized] = request.getfixturevalue("synthesized")
+        return synthesized[name]
+    variant: Synthesized = request.getfixturevalue(name.replace("-", "_"))
+    return variant

@@ -14,9 +14,8 @@ import cdk_nag
 import pytest
 from aws_cdk import aws_s3 as s3
 
-from cdk.config import ENVIRONMENTS
 from cdk.nag import acknowledge
-from tests.infra.helpers import Synthesized
+from tests.infra.helpers import Synthesized, synthesized_variant
 
 VARIANTS = ["dev", "prod", "dev-lake", "dev-vpc", "dev-new-vpc"]
 """Every env; dev with the lake manifest (its bucket and job role statements), and with `emr.vpc` (existing
@@ -24,9 +23,8 @@ subnets; a created VPC with its endpoints, flow logs and security group)."""
 
 
 @pytest.fixture
-def variant(request: pytest.FixtureRequest, synthesized: dict[str, Synthesized]) -> Synthesized:
-    name: str = request.param
-    return synthesized[name] if name in ENVIRONMENTS else request.getfixturevalue(name.replace("-", "_"))
+def variant(request: pytest.FixtureRequest) -> Synthesized:
+    return synthesized_variant(request, request.param)
 
 
 @pytest.mark.parametrize("variant", VARIANTS, indirect=True)
@@ -58,12 +56,9 @@ def test_acknowledgements_need_a_reason() -> None:
 
 
 @pytest.fixture(scope="module")
-def linted(request: pytest.FixtureRequest, synthesized: dict[str, Synthesized]) -> list[dict[str, Any]]:
+def linted(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
     """cfn-lint's findings for every variant's templates, in one run (its start is most of its time)."""
-    outdirs = [
-        (synthesized[name] if name in ENVIRONMENTS else request.getfixturevalue(name.replace("-", "_"))).outdir
-        for name in VARIANTS
-    ]
+    outdirs = [synthesized_variant(request, name).outdir for name in VARIANTS]
     templates = sorted(str(path) for outdir in outdirs for path in outdir.glob("*.template.json"))
     assert len(templates) == 3 * len(VARIANTS)
     result = subprocess.run(

@@ -17,7 +17,6 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 
 from cdk.audit import AUDIT_KEY, CHECKOV_KEY, acknowledge_checkov, acknowledge_parliament
-from cdk.config import ENVIRONMENTS
 from scripts import policy_audit
 from scripts.cfn_render import Renderer, load
 from scripts.findings import Finding
@@ -29,7 +28,7 @@ from scripts.validate_templates import (
     validate,
     validate_environments,
 )
-from tests.infra.helpers import Synthesized
+from tests.infra.helpers import Synthesized, synthesized_variant
 
 VARIANTS = ["dev", "prod", "dev-lake", "dev-vpc", "dev-new-vpc"]
 """Every env and the dev variants (lake manifest, `emr.vpc` existing or created), as test_nag_and_lint.py."""
@@ -42,15 +41,6 @@ def audit_venv() -> Path:
     missing = [str(path) for path in (AUDIT_VENV / "bin" / "checkov", ASL_VALIDATOR) if not path.exists()]
     assert missing == [], f"missing {missing}: run `make audit-setup`"
     return AUDIT_VENV
-
-
-def synthesized_variant(request: pytest.FixtureRequest, name: str) -> Synthesized:
-    """An env's synth (session fixture `synthesized`), or a dev variant's (the session fixture of its name)."""
-    if name in ENVIRONMENTS:
-        synthesized: dict[str, Synthesized] = request.getfixturevalue("synthesized")
-        return synthesized[name]
-    variant: Synthesized = request.getfixturevalue(name.replace("-", "_"))
-    return variant
 
 
 PROBES = ["probe", "probe-twin"]
