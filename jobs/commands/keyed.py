@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from jobs.runtime import preflight
 from jobs.runtime.cli import add_run_options, run_spark_job
 
 
@@ -51,4 +52,9 @@ def handle(args: argparse.Namespace) -> int:
     )  # fmt: skip
     check_format(options.format)  # usage errors before Spark starts
     settings_from(options)
-    return run_spark_job(args, lambda spark, config, run_id, progress: run(spark, options, run_id, progress), render)
+    return run_spark_job(
+        args,
+        lambda spark, config, run_id, progress: run(spark, options, run_id, progress),
+        render,
+        preflight=lambda config: preflight.check_paths(args.input, args.output),
+    )

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from jobs.runtime import preflight
 from jobs.runtime.cli import run_spark_job
 
 ENGINE_HELP = (
@@ -95,6 +96,7 @@ def handle(args: argparse.Namespace) -> int:
                 lambda: job.insert(spark, args.table, args.input, args.format, args.token, progress)
             ),
             render,
+            preflight=lambda config: preflight.check_paths(args.input),
         )
     if args.operation == "select":
         check_format(args.format)

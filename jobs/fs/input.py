@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from jobs.errors import InputNotFoundError, WinnowError
 from jobs.frames import local_frame
@@ -161,6 +162,29 @@ def open_input(
     lines = text_lines(spark, listing.paths)
     _check_listed(path, files, lines)
     return Input(path, files, tuple(skipped), frame=lines, in_progress=listing.in_progress)
+
+
+def read_listed(
+    spark: SparkSession,
+    root: str,
+    paths: Sequence[str],
+    fmt: str,
+    schema: StructType | None = None,
+    **options: str,
+) -> DataFrame:
+    """The files `paths` under `root` read in format `fmt` (`csv`, `text`, `json`, `parquet`) with the reader's
+    `options` (and `schema`, when given), each by its exact name.
+
+    Raises:
+        InputListingError: Spark lists other files than those handed to it.
+    """
+    with _listing_tasks(spark):
+        if schema is None:
+            frame = spark.read.options(**options).format(fmt).load([exact(path) for path in paths])
+        else:
+            frame = spark.read.options(**options).schema(schema).format(fmt).load([exact(path) for path in paths])
+    _check_listed(root, sorted(qualified(path) for path in paths), frame)
+    return frame
 
 
 def _check_listed(path: str, files: Sequence[str], lines: DataFrame) -> None:

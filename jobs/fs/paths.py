@@ -69,9 +69,15 @@ def exact(path: str) -> str:
     is special, and `%` is not decoded).
 
     Raises:
-        UnreadablePathError: the path needs escaping and a name in it holds `:`; Hadoop's globber reads each name
-            of such a path as a path of its own, and `c:d` as the URI scheme `c` (a bare `URISyntaxException`).
+        UnreadablePathError: the path is not UTF-8 (Java cannot name it), or it needs escaping and a name in it holds
+            `:`; Hadoop's globber reads each name of such a path as a path of its own, and `c:d` as the URI scheme `c`
+            (a bare `URISyntaxException`).
     """
+    if not store.utf8(path):
+        raise UnreadablePathError(
+            f"{store.printable(path)}: a name that is not UTF-8 cannot be named by Spark (Java); allowed: UTF-8 "
+            "names. Rename or move it"
+        )
     escaped = _GLOB_CHARACTERS.sub(r"\\\1", path)
     if escaped != path and ":" in _SCHEME.sub("", path):
         raise UnreadablePathError(

@@ -116,24 +116,45 @@ class Listing:
 
 def unreadable_names(root: str, paths: Sequence[str]) -> list[str]:
     """The paths Hadoop cannot read by name: a `:` in a name below `root` (or in the root file's own name), which
-    Hadoop takes for a URI scheme when it joins the name to its folder (e.g. the `.NAME.crc` checksum path)."""
+    Hadoop takes for a URI scheme when it joins the name to its folder (e.g. the `.NAME.crc` checksum path); and a
+    name that is not UTF-8, which Java cannot name (its local listing leaves such a file out without a word)."""
     base = root.rstrip("/")
     refused = []
     for path in paths:
         relative = path[len(base) :] if path.startswith(base + "/") else path.rsplit("/", 1)[-1]
-        if ":" in relative:
+        if ":" in relative or not utf8(path):
             refused.append(path)
     return refused
+
+
+def utf8(path: str) -> bool:
+    """True when `path` is UTF-8 text (Python holds a name of other bytes as lone surrogates: `os.fsdecode`)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable(path: str) -> str:
+    """`path` for a message: a byte that is not UTF-8 shown as `\\xNN`, the rest as is."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def refuse_unreadable_names(root: str, paths: Sequence[str], option: str = "--input") -> None:
     """Raises: InvalidArgumentError: a path of `unreadable_names`, each named (the run writes nothing)."""
     refused = unreadable_names(root, paths)
     if refused:
+        colons = [printable(path) for path in refused if utf8(path)]
+        others = [printable(path) for path in refused if not utf8(path)]
+        causes = [
+            *([f"{', '.join(colons[:5])} (':' in a name under the input folder, which Hadoop reads as a URI scheme)"]
+              if colons else []),
+            *([f"{', '.join(others[:5])} (a name that is not UTF-8, which Java cannot name)"] if others else []),
+        ]  # fmt: skip
         raise InvalidArgumentError(
-            f"{option}: {len(refused)} file name(s) cannot be read: {', '.join(refused[:5])} (':' in a name under the "
-            "input folder, which Hadoop reads as a URI scheme); allowed: names without ':'. Rename or move them; "
-            "nothing was written"
+            f"{option}: {len(refused)} file name(s) cannot be read: {'; '.join(causes)}; allowed: UTF-8 names "
+            "without ':'. Rename or move them; nothing was written"
         )
 
 

@@ -25,7 +25,17 @@ from jobs.fs.paths import absolute, check_apart
 from jobs.fs.run_folder import RunFolder
 from jobs.keyed.decide import DUPLICATE, ERROR, EXPIRED, EXPIRY, OUTCOME, OUTCOMES, REASON, UNIQUE, decide, extract
 from jobs.keyed.period import QUANTUM, Kind, parse_period
-from jobs.keyed.records import Format, check_fields, check_format, check_ranked, read_records, unranked, write_records
+from jobs.keyed.records import (
+    Format,
+    check_fields,
+    check_format,
+    check_ranked,
+    list_records,
+    listing_summary,
+    read_records,
+    unranked,
+    write_records,
+)
 from jobs.keyed.state import DEFAULT_BUCKET_COUNT, BucketStore, StateSettings
 from jobs.runtime.summary import table
 
@@ -124,7 +134,8 @@ def _run(
     store = BucketStore(spark, state_uri)
     parent = store.parent(run_id)
     settings = store.settle(parent, given, options.bucket_span is not None, options.bucket_count is not None)
-    records = read_records(spark, input_path, fmt)
+    listing = list_records(spark, input_path)
+    records = read_records(spark, input_path, listing, fmt)
     fields = list(settings.key) + ([settings.expiry_field] if settings.expiry_field else [])
     check_fields(records, fmt, "--key/--expiry-key", fields)
     latest_before = None if parent is None or parent["latest_point"] is None else Decimal(parent["latest_point"])
@@ -184,6 +195,7 @@ def _run(
             "period": settings.period,
             "bucket_span": settings.bucket_span,
         },
+        "input_files": listing_summary(listing),
         "counts": {"input": sum(counts.values()), **counts},
         "errors_by_reason": dict(sorted(reasons.items())),
         "state": {

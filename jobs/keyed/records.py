@@ -16,7 +16,7 @@ JSON lines are kept as raw text (`RAW_LINE`) and written back unchanged; fields 
 from __future__ import annotations
 
 import re
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -24,8 +24,10 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs.errors import InputNotFoundError, InvalidArgumentError, WinnowError
 from jobs.frames import local_frame
+from jobs.fs import store
 from jobs.fs.hadoop import FileSystem
-from jobs.fs.paths import exact, written
+from jobs.fs.input import read_listed
+from jobs.fs.paths import qualified, written
 
 
 class InvalidInputError(WinnowError):
@@ -51,36 +53,62 @@ def check_format(fmt: str) -> Format:
     return fmt  # type: ignore[return-value]
 
 
-def read_records(spark: SparkSession, path: str, fmt: Format, json_as_text: bool = True) -> DataFrame:
-    """The records under `path` (a file or a folder, read recursively) plus the three position columns.
+def list_records(spark: SparkSession, path: str) -> store.Listing:
+    """The record files under `path`: the one listing of every job (`store.list_input`: hidden names and uploads in
+    progress left out, a name Hadoop cannot read refused), which `read_records` reads by exact name.
+
+    Raises:
+        InputNotFoundError: `path` does not exist or holds no record file.
+        InvalidArgumentError: a file's name cannot be read.
+    """
+    if not FileSystem(spark).exists(path):
+        raise InputNotFoundError(f"--input: {path} does not exist")
+    listing = store.list_input(path)
+    if not listing.files:
+        raise InputNotFoundError(
+            f"--input: {path} holds no input files (names starting with _ or . are skipped){listing.note()}; "
+            "nothing to do"
+        )
+    return listing
+
+
+def listing_summary(listing: store.Listing) -> dict[str, Any]:
+    """For a summary: how many files were read, and each upload in progress left for a later run with its size."""
+    return {
+        "files": len(listing.files),
+        "in_progress": [{"path": qualified(file.path), "size": file.size} for file in listing.in_progress],
+    }
+
+
+def read_records(
+    spark: SparkSession, path: str, listing: store.Listing, fmt: Format, json_as_text: bool = True
+) -> DataFrame:
+    """The records of the files `listing` names (`list_records(path)`) plus the three position columns.
 
     jsonl is read as raw lines (`RAW_LINE`), or with `json_as_text=False` as typed columns (schema inferred).
 
     Raises:
-        InputNotFoundError: `path` does not exist.
+        InputListingError: Spark lists other files than the listing's.
     """
-    if not FileSystem(spark).exists(path):
-        raise InputNotFoundError(f"--input: {path} does not exist")
-    reader = spark.read.option("recursiveFileLookup", "true")
+    names = listing.paths
     if fmt == "csv":
-        header = reader.option("header", "true").csv(exact(path)).columns  # the first line only: no data scan
+        header = read_listed(spark, path, names, "csv", header="true").columns  # the first line only: no data scan
         _check_reserved(header)
         # Every column as text, plus the row's own text when its number of fields is not the header's (Spark
         # would otherwise fill a short row with nulls and drop a long row's extra fields, silently).
         schema = StructType(
             [*(StructField(name, StringType()) for name in header), StructField(WRONG_WIDTH, StringType())]
         )
-        frame = (
-            reader.option("header", "true").option("mode", "PERMISSIVE")
-            .option("columnNameOfCorruptRecord", WRONG_WIDTH).schema(schema).csv(exact(path))
-        )  # fmt: skip
+        frame = read_listed(
+            spark, path, names, "csv", schema, header="true", mode="PERMISSIVE", columnNameOfCorruptRecord=WRONG_WIDTH
+        )
     elif fmt == "jsonl" and json_as_text:
-        frame = reader.text(exact(path)).withColumnRenamed("value", RAW_LINE)
+        frame = read_listed(spark, path, names, "text").withColumnRenamed("value", RAW_LINE)
     elif fmt == "jsonl":
-        check_json_lines(spark, path)  # Spark's JSON reader fails or guesses on these; name them instead
-        frame = reader.json(exact(path))
+        check_json_lines(read_listed(spark, path, names, "text"))  # Spark's JSON reader fails or guesses on these
+        frame = read_listed(spark, path, names, "json")
     else:
-        frame = reader.parquet(exact(path))
+        frame = read_listed(spark, path, names, "parquet")
     _check_reserved([name for name in frame.columns if name not in (RAW_LINE, WRONG_WIDTH)])
     if WRONG_WIDTH not in frame.columns:
         frame = frame.withColumn(WRONG_WIDTH, F.lit(None).cast("string"))
@@ -122,15 +150,16 @@ def json_line_problem(line: Column) -> Column:
     )
 
 
-def check_json_lines(spark: SparkSession, path: str, shown: int = 3) -> None:
-    """Check JSON lines before Spark's JSON reader infers columns from them (it fails on a repeated key and
-    turns a malformed line into a `_corrupt_record` column). Blank lines are skipped, as that reader does.
+def check_json_lines(text: DataFrame, shown: int = 3) -> None:
+    """Check JSON lines (`text`: the files read as text) before Spark's JSON reader infers columns from them (it
+    fails on a repeated key and turns a malformed line into a `_corrupt_record` column). Blank lines are skipped,
+    as that reader does.
 
     Raises:
         InvalidInputError: lines that are not JSON objects or repeat a key (the first few named, in file order),
             or keys that differ only in case across lines (one column for Spark).
     """
-    lines = spark.read.option("recursiveFileLookup", "true").text(exact(path)).where(F.trim("value") != "")
+    lines = text.where(F.trim("value") != "")
     file = F.regexp_replace(F.col("_metadata.file_path"), "^file:/+", "/")
     bad = lines.select(
         file.alias("file"), F.monotonically_increasing_id().alias("at"), "value",

@@ -28,6 +28,8 @@ from jobs.keyed.records import (
     Format,
     check_format,
     check_ranked,
+    list_records,
+    listing_summary,
     read_records,
     unranked,
     user_columns,
@@ -113,7 +115,9 @@ def insert(
     if token is not None and token in head["tokens"]:
         return {**result, "skipped": f"token {token!r} was already applied to the table", "commit": head["commit"]}
 
-    records = read_records(spark, absolute(input_path), fmt, json_as_text=False)
+    listing = list_records(spark, absolute(input_path))
+    records = read_records(spark, absolute(input_path), listing, fmt, json_as_text=False)
+    result["input_files"] = listing_summary(listing)
     stored = _stored_schema(head)
     schema = _conform(records, stored, settings)
     conformed = records

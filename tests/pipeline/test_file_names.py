@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -79,9 +80,84 @@ def test_a_name_hadoop_cannot_read_is_refused_before_anything_is_written(
     assert dedup(root, output, *extra, run_id=INCREMENTAL_RUN) == 2
     assert last_error_line(capsys.readouterr().err) == (
         f"error: --input: 1 file name(s) cannot be read: {root / 'c:d.tsv'} (':' in a name under the input folder, "
-        "which Hadoop reads as a URI scheme); allowed: names without ':'. Rename or move them; nothing was written"
+        "which Hadoop reads as a URI scheme); allowed: UTF-8 names without ':'. Rename or move them; nothing was "
+        "written"
     )
     assert not output.exists()
+
+
+def write_bytes_named(folder: Path, name: bytes, text: str) -> None:
+    """A file whose name is raw bytes (a name that is not UTF-8, as another system may write it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(os.path.join(os.fsencode(folder), name), "wb") as file:
+        file.write(text.encode())
+
+
+NOT_UTF8 = "error: --input: 1 file name(s) cannot be read: {path} (a name that is not UTF-8, which Java cannot name); "
+
+
+@pytest.mark.parametrize("job", ["dedup", "keyed", "table insert"])
+def test_a_file_whose_name_is_not_utf8_is_refused_by_every_job_before_anything_is_written(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str
+) -> None:
+    """Java cannot name such a file: Hadoop's local listing left it out without a word (keyed and table read 2 of
+    4 records, exit 0), and the dedup job failed on a bare `Py4JError` naming no file."""
+    root, output, table = tmp_path / "in", tmp_path / "out", str(tmp_path / "table")
+    if job == "dedup":
+        write(root, "ok.tsv", events(1, 2))
+        write_bytes_named(root, b"bad\xffname.tsv", "".join(line + "\n" for line in events(2, 2)))
+        argv = ["dedup", "--input", str(root), "--output", str(output), "--run-id", RUN_ID]
+    else:
+        write(root, "ok.csv", ["id,v", "a,1", "b,2"])
+        write_bytes_named(root, b"bad\xffname.csv", "id,v\nc,3\nd,4\n")
+        source = ["--input", str(root), "--format", "csv"]
+        argv = [*job.split(), *source, *(["--key", "id", "--output", str(output), "--state", str(tmp_path / "state"),
+                "--run-id", KEYED_RUN] if job == "keyed" else ["--table", table])]  # fmt: skip
+        if job == "table insert":
+            assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+    capsys.readouterr()
+    assert main(argv) == 2
+    name = "bad\\xffname." + ("tsv" if job == "dedup" else "csv")
+    assert last_error_line(capsys.readouterr().err) == NOT_UTF8.format(path=root / name) + (
+        "allowed: UTF-8 names without ':'. Rename or move them; nothing was written"
+    )
+    assert not output.exists() and not (tmp_path / "state").exists()
+    if job == "table insert":  # the table holds its creation only
+        assert sorted(path.name for path in (tmp_path / "table" / "_log").iterdir()) == ["00000000000000000000.json"]
+
+
+def test_keyed_and_table_list_their_input_as_dedup_does(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A name Hadoop reads as a URI scheme is refused naming the file (it read as a damaged file: "Restore or
+    replace it"); an upload in progress is left for a later run and listed; hidden names are skipped."""
+    root = tmp_path / "in"
+    write(root, "co:lon.csv", ["id,v", "a,1"])
+    keyed = ["keyed", "--input", str(root), "--format", "csv", "--key", "id", "--output", str(tmp_path / "out"),
+             "--state", str(tmp_path / "state"), "--run-id", KEYED_RUN]  # fmt: skip
+    assert main(keyed) == 2
+    assert last_error_line(capsys.readouterr().err) == (
+        f"error: --input: 1 file name(s) cannot be read: {root / 'co:lon.csv'} (':' in a name under the input "
+        "folder, which Hadoop reads as a URI scheme); allowed: UTF-8 names without ':'. Rename or move them; nothing "
+        "was written"
+    )
+    (root / "co:lon.csv").rename(root / "colon.csv")
+    write(root, "late.csv.tmp", ["id,v", "b,2"])  # still being uploaded
+    write(root, "_hidden.csv", ["id,v", "c,3"])
+    assert main(keyed) == 0
+    summary = json.loads((tmp_path / "out" / f"run={KEYED_RUN}" / "summary.json").read_text())
+    tmp = root / "late.csv.tmp"
+    assert summary["input_files"] == {
+        "files": 1,
+        "in_progress": [{"path": f"file://{tmp}", "size": tmp.stat().st_size}],
+    }
+    assert csv_rows(tmp_path / "out" / f"run={KEYED_RUN}" / "unique") == ["a,1"]
+    table = str(tmp_path / "table")
+    assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+    capsys.readouterr()
+    assert main(["table", "insert", "--table", table, "--input", str(root), "--format", "csv"]) == 0
+    facts = dict(line.strip().split(": ", 1) for line in capsys.readouterr().out.splitlines()[1:])
+    assert (facts["rows"], json.loads(facts["input_files"])) == ("1", summary["input_files"])
 
 
 def test_the_spark_listing_refuses_such_names_too(spark: SparkSession, tmp_path: Path) -> None:
@@ -97,7 +173,7 @@ def test_the_spark_listing_refuses_such_names_too(spark: SparkSession, tmp_path:
 
 SEGMENT = st.tuples(
     st.sampled_from(["", "", "", ".", "_"]),  # a leading dot or underscore hides the file (or folder)
-    st.text(st.sampled_from(list("ab1*?[]{}\\ #%:,;!^$()+~'&@ü日€-")), min_size=1, max_size=5),
+    st.text(st.sampled_from(list("ab1*?[]{}\\ #%:,;!^$()+~'&@ü日€-\udcff")), min_size=1, max_size=5),
 ).map("".join)
 NAMES = st.lists(
     st.tuples(st.lists(SEGMENT, max_size=1), SEGMENT).map(lambda parts: "/".join([*parts[0], parts[1] + ".tsv"])),
@@ -121,7 +197,7 @@ def check_accounting(base: Path, names: list[str], incremental: bool, err: pytes
         write(root, name, lines)
         if not hidden(name):
             expected += lines
-            refused += [str(root / name)] if ":" in name else []
+            refused += [str(root / name)] if ":" in name or "\udcff" in name else []  # the byte 0xff: not UTF-8
     extra = ["--incremental"] if incremental else []
     err.readouterr()
     code = dedup(root, output, *extra, run_id=INCREMENTAL_RUN)
@@ -147,6 +223,7 @@ def check_accounting(base: Path, names: list[str], incremental: bool, err: pytes
 @given(names=NAMES)
 @example(names=ISSUE_NAMES)  # incremental: x[1].tsv beside x1.tsv, y*.tsv beside yz.tsv read as named, once
 @example(names=["c:d.tsv", "late batch.tsv", ".e:f.tsv"])
+@example(names=["x\udcff.tsv", "sub\udcff/a.tsv", ".y\udcff.tsv"])
 def test_every_visible_file_is_read_exactly_once_whatever_its_name(
     spark: SparkSession, capsys: pytest.CaptureFixture[str], incremental: bool, names: list[str]
 ) -> None:
@@ -233,6 +310,21 @@ def test_a_path_spark_cannot_name_is_refused_before_anything_runs(
         "or move the folder; nothing was written"
     )
     assert not folder.exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("option", ["--output", "--state"])
+def test_a_path_that_is_not_utf8_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    records = write(tmp_path, "in/a.csv", ["id", "k1"]).parent
+    paths = {"--output": str(tmp_path / "out"), "--state": str(tmp_path / "state"), option: f"{tmp_path}/x\udcff"}
+    argv = ["keyed", "--input", str(records), "--format", "csv", "--key", "id", "--run-id", KEYED_RUN]
+    assert main([*argv, *(part for pair in paths.items() for part in pair)]) == 2
+    assert last_error_line(capsys.readouterr().err) == (
+        f"error: {option}: given {tmp_path}/x\\xff: a name that is not UTF-8 cannot be named by Spark (Java); "
+        "allowed: UTF-8 names. Rename or move it; nothing was written"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in"]
 
 
 # Generated folder names for every other path argument: output, manifest (lake and SQLite), state and table.
