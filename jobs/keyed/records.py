@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from typing import Any, Literal, get_args
+from urllib.parse import unquote
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -93,22 +94,30 @@ def read_records(
     names = listing.paths
     if fmt == "csv":
         header = read_listed(spark, path, names, "csv", header="true").columns  # the first line only: no data scan
+        if not header:
+            raise InvalidInputError(
+                f"--input: the {len(names)} csv file(s) under {path} hold no line, so no header; allowed: csv files "
+                "whose first line names their columns. Nothing was written"
+            )
         _check_reserved(header)
         # Every column as text, plus the row's own text when its number of fields is not the header's (Spark
         # would otherwise fill a short row with nulls and drop a long row's extra fields, silently).
         schema = StructType(
             [*(StructField(name, StringType()) for name in header), StructField(WRONG_WIDTH, StringType())]
         )
+        # Each file's header is checked against these columns (`enforceSchema` off): a file whose columns are in
+        # another order would otherwise be read by position (`jobs.runtime.failures.csv_header` names it).
         frame = read_listed(
-            spark, path, names, "csv", schema, header="true", mode="PERMISSIVE", columnNameOfCorruptRecord=WRONG_WIDTH
-        )
+            spark, path, names, "csv", schema, header="true", enforceSchema="false", mode="PERMISSIVE",
+            columnNameOfCorruptRecord=WRONG_WIDTH,
+        )  # fmt: skip
     elif fmt == "jsonl" and json_as_text:
         frame = read_listed(spark, path, names, "text").withColumnRenamed("value", RAW_LINE)
     elif fmt == "jsonl":
         check_json_lines(read_listed(spark, path, names, "text"))  # Spark's JSON reader fails or guesses on these
         frame = read_listed(spark, path, names, "json")
     else:
-        frame = read_listed(spark, path, names, "parquet")
+        frame = read_listed(spark, path, names, "parquet", mergeSchema="true")  # every file's columns, not the first's
     _check_reserved([name for name in frame.columns if name not in (RAW_LINE, WRONG_WIDTH)])
     if WRONG_WIDTH not in frame.columns:
         frame = frame.withColumn(WRONG_WIDTH, F.lit(None).cast("string"))
@@ -119,8 +128,9 @@ def read_records(
         F.col("_metadata.file_block_start").alias(POS_BLOCK),
         F.monotonically_increasing_id().alias(POS_ROW),
     )
-    # The file ranks come from the file listing (one row per input file, no data scan).
-    paths = sorted({re.sub("^file:/+", "/", name) for name in frame.inputFiles()})
+    # The file ranks come from the file listing (one row per input file, no data scan), in the order of the names
+    # (Spark lists and `_metadata` gives them %-encoded: `a%20b.csv` would sort after `a!b.csv`).
+    paths = sorted({re.sub("^file:/+", "/", name) for name in frame.inputFiles()}, key=unquote)
     files = local_frame(
         spark, list(zip(paths, range(1, len(paths) + 1), strict=True)), f"{_PATH} string, {POS_FILE} int", slices=1
     )  # broadcast whole: one partition

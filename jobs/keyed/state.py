@@ -14,8 +14,9 @@ same state as the first attempt did. It writes its own `runs/run=ID/` (replacing
 and then `commits/ID.json` in one atomic step. Until that file exists the previous state is the current one.
 A bucket is retired by a commit once it has fully expired, `(B + 1) * span <= latest - period`, and its
 files are deleted by the next run (one run later, so that a rerun of the retiring run still finds every
-file its parent lists). Reruns are safe for the newest run; rerunning an older run after newer runs have
-committed is not supported.
+file its parent lists). Reruns are safe for the newest run; a run whose id sorts before a committed run's is
+refused (a rerun would change the keys the later run decided against; a late run's keys would be in no later
+state).
 """
 
 from __future__ import annotations
@@ -74,10 +75,22 @@ class BucketStore:
         return f"{self.uri}/runs/run={run_id}/bucket={bucket}"
 
     def parent(self, run_id: str) -> dict[str, Any] | None:
-        """The newest commit of a run before `run_id` (the state this run starts from), or None."""
+        """The newest commit of a run before `run_id` (the state this run starts from), or None.
+
+        Raises:
+            InvalidArgumentError: a later run has committed: this run would change the keys that run decided
+                against (a rerun of it), or leave its own keys out of that run's state (a late run).
+        """
         ids = [
             name.removesuffix(".json") for name in self.fs.list_names(f"{self.uri}/commits") if name.endswith(".json")
         ]
+        later = sorted(other for other in ids if other > run_id)
+        if later:
+            raise InvalidArgumentError(
+                f"--run-id: given {run_id}, but state {self.uri} holds later runs ({', '.join(later[:3])}"
+                f"{', …' if len(later) > 3 else ''}), which decided against the state before them; allowed: a run "
+                f"id after {later[-1]} (a late or changed batch is a new run: give it a new id). Nothing was written"
+            )
         earlier = [other for other in ids if other < run_id]
         if not earlier:
             return None

@@ -103,6 +103,7 @@ def insert(
 
     Raises:
         InvalidInsertError: rows that break the table's rules (the insert is rejected whole, nothing written).
+        InvalidArgumentError: the input holds uploads in progress (an insert takes its whole batch).
     """
     fmt: Format = check_format(fmt_text)
     if token is not None and not token.strip():
@@ -116,6 +117,13 @@ def insert(
         return {**result, "skipped": f"token {token!r} was already applied to the table", "commit": head["commit"]}
 
     listing = list_records(spark, absolute(input_path))
+    if listing.in_progress:  # an insert is one batch, named once by its token or its data: never a part of one
+        raise InvalidArgumentError(
+            f"--input: {absolute(input_path)} holds {len(listing.in_progress)} upload(s) in progress: "
+            f"{', '.join(file.path for file in listing.in_progress[:5])}; an insert takes its whole batch (its token, "
+            "or its data, names it once). Wait until they are renamed (._COPYING_, .tmp, .filepart dropped), then "
+            "insert; nothing was written"
+        )
     records = read_records(spark, absolute(input_path), listing, fmt, json_as_text=False)
     result["input_files"] = listing_summary(listing)
     stored = _stored_schema(head)
