@@ -336,3 +336,32 @@ def test_csv_records_are_written_as_read_and_rows_of_another_width_are_errors(
     # The row as read is kept beside the reason (`_line`): a long row's extra field is not lost.
     assert output_lines(tmp_path, "error") == sorted([f'd,4,{wrong},"d,4,extra"', f"e,,{wrong},e"])
     assert summary["counts"] == {"input": 7, "unique": 5, "duplicate": 0, "expired": 0, "error": 2}
+
+
+@pytest.mark.parametrize("job", ["keyed", "table insert"])
+def test_csv_files_whose_headers_differ_are_not_read_by_position(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str
+) -> None:
+    """b.csv names its columns in another order: its row is b with v=2, or the run is refused naming b.csv. Spark
+    takes one file's header for all and drops the others' (enforceSchema): b's row became id=2, v=b, exit 0."""
+    write_csv(tmp_path / "in" / "a.csv", "id,v", ["a,1"])
+    write_csv(tmp_path / "in" / "b.csv", "v,id", ["2,b"])
+    source = ["--input", str(tmp_path / "in"), "--format", "csv"]
+    if job == "keyed":
+        code = main(["keyed", *source, "--key", "id", "--output", str(tmp_path / "out"),
+                     "--state", str(tmp_path / "state"), "--run-id", RUN1])  # fmt: skip
+    else:
+        table = str(tmp_path / "table")
+        assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+        code = main(["table", "insert", "--table", table, *source])
+    if code != 0:
+        assert "b.csv" in capsys.readouterr().err.strip().splitlines()[-1]
+        return
+    if job == "keyed":
+        assert output_lines(tmp_path, "unique") == ["a,1", "b,2"]
+    else:
+        selected = tmp_path / "selected"
+        assert main(["table", "select", "--table", str(tmp_path / "table"), "--output", str(selected),
+                     "--format", "csv"]) == 0  # fmt: skip
+        lines = [line for path in selected.glob("part-*") for line in path.read_text().splitlines()[1:]]
+        assert sorted(lines) == ["a,1", "b,2"]
