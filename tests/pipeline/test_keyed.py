@@ -365,3 +365,19 @@ def test_csv_files_whose_headers_differ_are_not_read_by_position(
                      "--format", "csv"]) == 0  # fmt: skip
         lines = [line for path in selected.glob("part-*") for line in path.read_text().splitlines()[1:]]
         assert sorted(lines) == ["a,1", "b,2"]
+
+
+def test_parquet_files_of_other_columns_lose_no_field(spark: SparkSession, tmp_path: Path) -> None:
+    """b.parquet has a column w that a.parquet has not: its value is kept, or the run is refused naming the file.
+    Spark read one file's schema for all: b's w was dropped and its v written as null, exit 0."""
+    (tmp_path / "in").mkdir()
+    for name, row, schema in [("a", ("a", "1"), "id string, v string"), ("b", ("b", "2"), "id string, w string")]:
+        local_frame(spark, [row], schema).coalesce(1).write.parquet(str(tmp_path / "parts" / name))
+        next((tmp_path / "parts" / name).glob("part-*.parquet")).rename(tmp_path / "in" / f"{name}.parquet")
+    try:
+        keyed(spark, tmp_path, tmp_path / "in", fmt="parquet")
+    except InvalidArgumentError as err:
+        assert "b.parquet" in str(err)
+        return
+    unique = spark.read.parquet(str(tmp_path / "out" / f"run={RUN1}" / "unique"))
+    assert sorted(tuple(v for v in r if v is not None) for r in unique.collect()) == [("a", "1"), ("b", "2")]
