@@ -396,3 +396,18 @@ def test_a_bare_carriage_return_in_a_csv_field_is_data(spark: SparkSession, tmp_
         b"a,x\ry", b"b,2"
     ]  # a quoted "x\ry" would do as well, if read back as x\ry
 
+
+
+def test_a_csv_input_of_empty_files_names_them(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A header-only file is an input of no record (exit 0) and so is an empty jsonl file; a csv folder of empty
+    files stopped with exit 2 on "field(s) ['id'] are not in the input; the input's fields are: " (no field, no
+    file named, no way out)."""
+    for name in ["a.csv", "b.csv"]:
+        (tmp_path / "in").mkdir(exist_ok=True)
+        (tmp_path / "in" / name).write_bytes(b"")
+    code = main(["keyed", "--input", str(tmp_path / "in"), "--format", "csv", "--key", "id", "--output",
+                 str(tmp_path / "out"), "--state", str(tmp_path / "state"), "--run-id", RUN1])  # fmt: skip
+    if code != 0:
+        assert "a.csv" in capsys.readouterr().err.strip().splitlines()[-1]
