@@ -394,3 +394,23 @@ def test_every_path_argument_takes_any_folder_name(
         assert main(argv) == 2
         assert "cannot be read by Spark" in last_error_line(capsys.readouterr().err)
         assert not folder.exists() and not (base / "out").exists()
+
+
+def test_an_upload_left_for_a_later_insert_is_inserted_when_the_insert_is_retried(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`table insert --token` reports b.csv.tmp "left for a later run"; once renamed, the retried insert (same
+    command, same token) was SKIPPED (exit 0, token already applied): b's row is in no insert, without a word."""
+    root, table = tmp_path / "in", str(tmp_path / "table")
+    write(root, "a.csv", ["id,v", "a,1"])
+    write(root, "b.csv.tmp", ["id,v", "b,2"])  # still being uploaded
+    assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+    insert = ["table", "insert", "--table", table, "--input", str(root), "--format", "csv", "--token", "batch-1"]
+    code = main(insert)
+    if code != 0:  # refusing a batch with uploads in progress (its token not applied) keeps the promise too
+        assert "b.csv.tmp" in last_error_line(capsys.readouterr().err)
+    (root / "b.csv.tmp").rename(root / "b.csv")
+    assert main(insert) == 0
+    selected = tmp_path / "selected"
+    assert main(["table", "select", "--table", table, "--output", str(selected), "--format", "csv"]) == 0
+    assert csv_rows(selected) == ["a,1", "b,2"]
