@@ -414,3 +414,17 @@ def test_an_upload_left_for_a_later_insert_is_inserted_when_the_insert_is_retrie
     selected = tmp_path / "selected"
     assert main(["table", "select", "--table", table, "--output", str(selected), "--format", "csv"]) == 0
     assert csv_rows(selected) == ["a,1", "b,2"]
+
+
+def test_keyed_input_order_is_the_order_of_the_file_names(spark: SparkSession, tmp_path: Path) -> None:
+    """docs/generic-dedup.md: input order is file order, file paths sorted as strings: 'a b.csv' < 'a!b.csv', so
+    the record of 'a b.csv' is the unique one. The ranks were sorted on Spark's URI form ('a%20b.csv' > 'a!b.csv'):
+    the record of 'a!b.csv' was unique and the first one a duplicate, exit 0."""
+    root, output = tmp_path / "in", tmp_path / "out"
+    write(root, "a b.csv", ["id,v", "k,first"])
+    write(root, "a!b.csv", ["id,v", "k,second"])
+    assert sorted(["a b.csv", "a!b.csv"]) == ["a b.csv", "a!b.csv"]
+    assert main(["keyed", "--input", str(root), "--format", "csv", "--key", "id", "--output", str(output),
+                 "--state", str(tmp_path / "state"), "--run-id", KEYED_RUN]) == 0  # fmt: skip
+    assert csv_rows(output / f"run={KEYED_RUN}" / "unique") == ["k,first"]
+    assert csv_rows(output / f"run={KEYED_RUN}" / "duplicate") == ["k,second"]
