@@ -411,3 +411,24 @@ def test_a_csv_input_of_empty_files_names_them(
                  str(tmp_path / "out"), "--state", str(tmp_path / "state"), "--run-id", RUN1])  # fmt: skip
     if code != 0:
         assert "a.csv" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_a_rerun_of_a_run_that_later_runs_built_on_leaves_the_state_usable(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """RUN1 then RUN2 complete; RUN1 is rerun (same id, "always safe") after its input changed: exit 0. RUN2's commit
+    names RUN1's buckets, which the rerun replaced: RUN3 failed, exit 1, "[PATH_NOT_FOUND] Path does not exist:
+    .../state/runs/run=RUN1/bucket=6" (no way out: the state is stuck). The rerun must be refused (naming RUN2) or
+    leave a state RUN3 reads."""
+    data = write_csv(tmp_path / "in" / "a.csv", "id,v", ["k1,1"])
+    base = ["keyed", "--input", str(data.parent), "--format", "csv", "--key", "id", "--output", str(tmp_path / "out"),
+            "--state", str(tmp_path / "state"), "--run-id"]  # fmt: skip
+    assert main([*base, RUN1]) == 0
+    assert main([*base, RUN2]) == 0
+    write_csv(data, "id,v", ["k2,1"])
+    capsys.readouterr()
+    if main([*base, RUN1]) != 0:
+        assert RUN2 in capsys.readouterr().err.strip().splitlines()[-1]
+        return
+    write_csv(data, "id,v", ["k1,3", "k2,3"])
+    assert main([*base, RUN3]) == 0
