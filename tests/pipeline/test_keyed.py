@@ -432,3 +432,13 @@ def test_a_rerun_of_a_run_that_later_runs_built_on_leaves_the_state_usable(
         return
     write_csv(data, "id,v", ["k1,3", "k2,3"])
     assert main([*base, RUN3]) == 0
+
+
+def test_a_jsonl_record_holding_a_bare_carriage_return_is_one_record(spark: SparkSession, tmp_path: Path) -> None:
+    """\\r is JSON whitespace: '{"id":"a",\\r"v":1}' is one valid record. Spark's text reader ended the line at the
+    bare \\r: two error records ('not a JSON object'), input 3 for 2 lines, a unique record lost, exit 0."""
+    data = tmp_path / "in" / "a.jsonl"
+    data.parent.mkdir(parents=True)
+    data.write_bytes(b'{"id":"a",\r"v":1}\n{"id":"b","v":2}\n')
+    summary = keyed(spark, tmp_path, data.parent, fmt="jsonl")
+    assert summary["counts"] == {"input": 2, "unique": 2, "duplicate": 0, "expired": 0, "error": 0}
