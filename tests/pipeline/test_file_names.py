@@ -428,3 +428,23 @@ def test_keyed_input_order_is_the_order_of_the_file_names(spark: SparkSession, t
                  "--state", str(tmp_path / "state"), "--run-id", KEYED_RUN]) == 0  # fmt: skip
     assert csv_rows(output / f"run={KEYED_RUN}" / "unique") == ["k,first"]
     assert csv_rows(output / f"run={KEYED_RUN}" / "duplicate") == ["k,second"]
+
+
+def test_a_rerun_replaces_a_run_folder_holding_a_name_that_is_not_utf8(spark: SparkSession, tmp_path: Path) -> None:
+    """A failed keyed attempt (no _SUCCESS) whose unique/ holds a file named b'part-\\xffname.csv' (not written by this
+    input): the rerun with the same run id exited 0 with _SUCCESS, unique/ still held that file (its record zz,9 in
+    the completed output) and the run's own rows sat in unique/__w_outcome=unique/: Java could not delete the name,
+    so the old folder was not replaced. Expected: the folder replaced, or a refusal naming the file."""
+    root, output = tmp_path / "in", tmp_path / "out"
+    write(root, "a.csv", ["id,v", "a,1"])
+    keyed = ["keyed", "--input", str(root), "--format", "csv", "--key", "id", "--output", str(output),
+             "--state", str(tmp_path / "state"), "--run-id", KEYED_RUN]  # fmt: skip
+    assert main(keyed) == 0
+    run = output / f"run={KEYED_RUN}"
+    (run / "_SUCCESS").unlink()  # a failed attempt
+    write_bytes_named(run / "unique", b"part-\xffname.csv", "id,v\nzz,9\n")
+    if main(keyed) != 0:
+        return  # refused (the message should name the file)
+    assert b"part-\xffname.csv" not in os.listdir(os.fsencode(run / "unique"))
+    assert csv_rows(run / "unique") == ["a,1"]
+    assert not (run / "unique" / "__w_outcome=unique").exists()
