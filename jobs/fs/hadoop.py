@@ -8,7 +8,14 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from jobs.errors import WinnowError
 from jobs.fs import store
+
+
+class UndeletableError(WinnowError):
+    """A file or folder a job must remove is still there after Hadoop's delete."""
+
+    exit_code = 1
 
 
 class FileSystem:
@@ -28,8 +35,18 @@ class FileSystem:
         return bool(fs.exists(hpath))
 
     def delete(self, path: str) -> None:
+        """Remove a file or folder (and all in it); nothing happens when it does not exist.
+
+        Raises:
+            UndeletableError: it is still there (Hadoop's local delete skips what Java cannot name or may not
+                remove, and says only `false`).
+        """
         fs, hpath = self.resolve(path)
-        fs.delete(hpath, True)
+        if not fs.delete(hpath, True) and fs.exists(hpath):
+            raise UndeletableError(
+                f"{path} could not be removed: something in it cannot be (no permission, or a name that is not "
+                "UTF-8, which Java cannot name). Remove it yourself, then run again"
+            )
 
     def mkdirs(self, path: str) -> None:
         fs, hpath = self.resolve(path)

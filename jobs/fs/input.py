@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -46,10 +46,12 @@ def text_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     """
     with _listing_tasks(spark):  # Spark lists the files as it builds the reader, not later
         lines = spark.read.option("lineSep", "\n").option("recursiveFileLookup", "true").text([exact(p) for p in paths])
-    value = F.col("value")
-    return lines.select(
-        F.when(value.endswith("\r"), F.expr("substring(value, 1, length(value) - 1)")).otherwise(value).alias("value")
-    )
+    return lines.select(without_crlf_cr(F.col("value")).alias("value"))
+
+
+def without_crlf_cr(line: Column) -> Column:
+    """A line read up to `\n` (`lineSep`) without the `\r` of a CRLF ending; any other `\r` is data."""
+    return F.when(line.endswith("\r"), F.substring(line, F.lit(1), F.length(line) - 1)).otherwise(line)
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ last)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -13,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.contract import SUCCESS_MARKER, SUMMARY, Progress
 from jobs.errors import DamagedFileError, InvalidArgumentError
+from jobs.fs import store
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.lease import FileLease
 from jobs.fs.paths import written
@@ -55,6 +57,12 @@ class RunFolder:
             yield self
 
     def _check_replaceable(self) -> None:
+        unnamable = _not_utf8_names(self.path)
+        if unnamable:
+            raise InvalidArgumentError(
+                f"--output: {self.path} holds {', '.join(unnamable[:3])}: a name that is not UTF-8, which Spark "
+                "can neither see nor remove; it is not replaced. Remove or rename it, or choose another --output"
+            )
         names = [name for name in self._fs.children(self.path) if not name.startswith(".")]  # `.crc` checksums
         if SUMMARY in names:
             job = summary_job(self._fs, self.path, sealed=SUCCESS_MARKER in names)
@@ -135,6 +143,18 @@ class RunFolder:
     def seal(self) -> None:
         """Mark the run complete. Written last, so its presence means every output is whole."""
         self._fs.write_bytes(f"{self.path}/{SUCCESS_MARKER}", b"")
+
+
+def _not_utf8_names(path: str) -> list[str]:
+    """The paths under a local folder whose names are not UTF-8 (shown as `store.printable`); [] on S3 (keys are
+    UTF-8) or when there is no such folder."""
+    local = store.local_path(path)
+    if local is None or not os.path.isdir(local):
+        return []
+    found = []
+    for folder, subfolders, names in os.walk(local):
+        found += [store.printable(os.path.join(folder, name)) for name in [*subfolders, *names] if not store.utf8(name)]
+    return sorted(found)
 
 
 def summary_job(fs: FileSystem, folder: str, sealed: bool) -> str | None:

@@ -27,7 +27,7 @@ from jobs.errors import InputNotFoundError, InvalidArgumentError, WinnowError
 from jobs.frames import local_frame
 from jobs.fs import store
 from jobs.fs.hadoop import FileSystem
-from jobs.fs.input import read_listed
+from jobs.fs.input import read_listed, without_crlf_cr
 from jobs.fs.paths import qualified, written
 
 
@@ -96,8 +96,9 @@ def read_records(
         header = read_listed(spark, path, names, "csv", header="true").columns  # the first line only: no data scan
         if not header:
             raise InvalidInputError(
-                f"--input: the {len(names)} csv file(s) under {path} hold no line, so no header; allowed: csv files "
-                "whose first line names their columns. Nothing was written"
+                f"--input: the {len(names)} csv file(s) under {path} hold no line, so no header: "
+                f"{', '.join(names[:5])}{', …' if len(names) > 5 else ''}; allowed: csv files whose first line names "
+                "their columns. Nothing was written"
             )
         _check_reserved(header)
         # Every column as text, plus the row's own text when its number of fields is not the header's (Spark
@@ -112,10 +113,13 @@ def read_records(
             columnNameOfCorruptRecord=WRONG_WIDTH,
         )  # fmt: skip
     elif fmt == "jsonl" and json_as_text:
-        frame = read_listed(spark, path, names, "text").withColumnRenamed("value", RAW_LINE)
+        frame = read_listed(spark, path, names, "text", lineSep="\n").select(
+            without_crlf_cr(F.col("value")).alias(RAW_LINE)
+        )  # a line ends at `\n`: a bare `\r` is JSON whitespace, or data in a string
     elif fmt == "jsonl":
-        check_json_lines(read_listed(spark, path, names, "text"))  # Spark's JSON reader fails or guesses on these
-        frame = read_listed(spark, path, names, "json")
+        text = read_listed(spark, path, names, "text", lineSep="\n")
+        check_json_lines(text.withColumn("value", without_crlf_cr(F.col("value"))))  # see docstring
+        frame = read_listed(spark, path, names, "json", lineSep="\n")
     else:
         frame = read_listed(spark, path, names, "parquet", mergeSchema="true")  # every file's columns, not the first's
     _check_reserved([name for name in frame.columns if name not in (RAW_LINE, WRONG_WIDTH)])

@@ -406,9 +406,12 @@ def test_an_upload_left_for_a_later_insert_is_inserted_when_the_insert_is_retrie
     write(root, "b.csv.tmp", ["id,v", "b,2"])  # still being uploaded
     assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
     insert = ["table", "insert", "--table", table, "--input", str(root), "--format", "csv", "--token", "batch-1"]
-    code = main(insert)
-    if code != 0:  # refusing a batch with uploads in progress (its token not applied) keeps the promise too
-        assert "b.csv.tmp" in last_error_line(capsys.readouterr().err)
+    assert main(insert) == 2  # refused: the token is not applied to a part of its batch
+    assert last_error_line(capsys.readouterr().err) == (
+        f"error: --input: {root} holds 1 upload(s) in progress: {root / 'b.csv.tmp'}; an insert takes its whole "
+        "batch (its token, or its data, names it once). Wait until they are renamed (._COPYING_, .tmp, .filepart "
+        "dropped), then insert; nothing was written"
+    )
     (root / "b.csv.tmp").rename(root / "b.csv")
     assert main(insert) == 0
     selected = tmp_path / "selected"
@@ -430,7 +433,9 @@ def test_keyed_input_order_is_the_order_of_the_file_names(spark: SparkSession, t
     assert csv_rows(output / f"run={KEYED_RUN}" / "duplicate") == ["k,second"]
 
 
-def test_a_rerun_replaces_a_run_folder_holding_a_name_that_is_not_utf8(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_rerun_replaces_a_run_folder_holding_a_name_that_is_not_utf8(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A failed keyed attempt (no _SUCCESS) whose unique/ holds a file named b'part-\\xffname.csv' (not written by this
     input): the rerun with the same run id exited 0 with _SUCCESS, unique/ still held that file (its record zz,9 in
     the completed output) and the run's own rows sat in unique/__w_outcome=unique/: Java could not delete the name,
@@ -443,8 +448,13 @@ def test_a_rerun_replaces_a_run_folder_holding_a_name_that_is_not_utf8(spark: Sp
     run = output / f"run={KEYED_RUN}"
     (run / "_SUCCESS").unlink()  # a failed attempt
     write_bytes_named(run / "unique", b"part-\xffname.csv", "id,v\nzz,9\n")
-    if main(keyed) != 0:
-        return  # refused (the message should name the file)
-    assert b"part-\xffname.csv" not in os.listdir(os.fsencode(run / "unique"))
+    capsys.readouterr()
+    assert main(keyed) == 2  # refused, the folder left as it was
+    assert last_error_line(capsys.readouterr().err) == (
+        f"error: --output: {run} holds {run / 'unique'}/part-\\xffname.csv: a name that is not UTF-8, which Spark can "
+        "neither see nor remove; it is not replaced. Remove or rename it, or choose another --output"
+    )
+    os.remove(os.path.join(os.fsencode(run / "unique"), b"part-\xffname.csv"))
+    assert main(keyed) == 0
     assert csv_rows(run / "unique") == ["a,1"]
     assert not (run / "unique" / "__w_outcome=unique").exists()

@@ -354,17 +354,15 @@ def test_csv_files_whose_headers_differ_are_not_read_by_position(
         table = str(tmp_path / "table")
         assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
         code = main(["table", "insert", "--table", table, *source])
-    if code != 0:
-        assert "b.csv" in capsys.readouterr().err.strip().splitlines()[-1]
-        return
-    if job == "keyed":
-        assert output_lines(tmp_path, "unique") == ["a,1", "b,2"]
-    else:
-        selected = tmp_path / "selected"
-        assert main(["table", "select", "--table", str(tmp_path / "table"), "--output", str(selected),
-                     "--format", "csv"]) == 0  # fmt: skip
-        lines = [line for path in selected.glob("part-*") for line in path.read_text().splitlines()[1:]]
-        assert sorted(lines) == ["a,1", "b,2"]
+    assert code == 1  # refused, naming the file and both headers
+    refusal = (
+        f"failed, no _SUCCESS written: {tmp_path / 'in' / 'b.csv'}: its csv header is not the input's (v, id, where "
+        "the input's is id, v); allowed: the same columns in the same order in every csv file of an input. Fix the "
+        "file or move it to an input of its own, then run the command again (nothing was written)"
+    )
+    assert refusal in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not (tmp_path / "out" / f"run={RUN1}" / "unique").exists()
+    assert not (tmp_path / "state" / "commits").exists()
 
 
 def test_parquet_files_of_other_columns_lose_no_field(spark: SparkSession, tmp_path: Path) -> None:
@@ -383,21 +381,6 @@ def test_parquet_files_of_other_columns_lose_no_field(spark: SparkSession, tmp_p
     assert sorted(tuple(v for v in r if v is not None) for r in unique.collect()) == [("a", "1"), ("b", "2")]
 
 
-def test_a_bare_carriage_return_in_a_csv_field_is_data(spark: SparkSession, tmp_path: Path) -> None:
-    """docs/incremental.md: lines end at \\n, any other \\r is data. Two records in; Spark's csv reader ended a line
-    at the bare \\r: a's v 'x\\ry' was written to unique/ as 'x' and 'y' became a third record (an error)."""
-    data = tmp_path / "in" / "a.csv"
-    data.parent.mkdir(parents=True)
-    data.write_bytes(b"id,v\na,x\ry\nb,2\n")
-    summary = keyed(spark, tmp_path, data.parent)
-    assert summary["counts"] == {"input": 2, "unique": 2, "duplicate": 0, "expired": 0, "error": 0}
-    folder = tmp_path / "out" / f"run={RUN1}" / "unique"
-    assert sorted(line for path in folder.glob("part-*") for line in path.read_bytes().split(b"\n")[1:] if line) == [
-        b"a,x\ry", b"b,2"
-    ]  # a quoted "x\ry" would do as well, if read back as x\ry
-
-
-
 def test_a_csv_input_of_empty_files_names_them(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -409,8 +392,12 @@ def test_a_csv_input_of_empty_files_names_them(
         (tmp_path / "in" / name).write_bytes(b"")
     code = main(["keyed", "--input", str(tmp_path / "in"), "--format", "csv", "--key", "id", "--output",
                  str(tmp_path / "out"), "--state", str(tmp_path / "state"), "--run-id", RUN1])  # fmt: skip
-    if code != 0:
-        assert "a.csv" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --input: the 2 csv file(s) under {tmp_path / 'in'} hold no line, so no header: "
+        f"{tmp_path / 'in' / 'a.csv'}, {tmp_path / 'in' / 'b.csv'}; allowed: csv files whose first line names their "
+        "columns. Nothing was written"
+    )
 
 
 def test_a_rerun_of_a_run_that_later_runs_built_on_leaves_the_state_usable(
@@ -427,11 +414,16 @@ def test_a_rerun_of_a_run_that_later_runs_built_on_leaves_the_state_usable(
     assert main([*base, RUN2]) == 0
     write_csv(data, "id,v", ["k2,1"])
     capsys.readouterr()
-    if main([*base, RUN1]) != 0:
-        assert RUN2 in capsys.readouterr().err.strip().splitlines()[-1]
-        return
+    assert main([*base, RUN1]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --run-id: given {RUN1}, but state {tmp_path / 'state'} holds later runs ({RUN2}), which decided "
+        f"against the state before them; allowed: a run id after {RUN2} (a late or changed batch is a new run: give it "
+        "a new id). Nothing was written"
+    )
     write_csv(data, "id,v", ["k1,3", "k2,3"])
-    assert main([*base, RUN3]) == 0
+    assert main([*base, RUN3]) == 0  # the state as RUN2 left it: k1 seen, k2 new
+    assert rows(spark, tmp_path, "duplicate", RUN3) == [("k1", "3")]
+    assert rows(spark, tmp_path, "unique", RUN3) == [("k2", "3")]
 
 
 def test_a_jsonl_record_holding_a_bare_carriage_return_is_one_record(spark: SparkSession, tmp_path: Path) -> None:
