@@ -93,7 +93,10 @@ def read_records(
     """
     names = listing.paths
     if fmt == "csv":
-        header = read_listed(spark, path, names, "csv", header="true").columns  # the first line only: no data scan
+        # A record ends at the file's line break (`\n`, `\r\n` or `\r`, found by the parser in each file) outside
+        # quotes, so a field may hold a line break (quoted) or a bare `\r`; Spark's line-by-line default cut such a
+        # record in two. Each file is then read by one task.
+        header = read_listed(spark, path, names, "csv", header="true", multiLine="true").columns  # no data scan
         if not header:
             raise InvalidInputError(
                 f"--input: the {len(names)} csv file(s) under {path} hold no line, so no header: "
@@ -109,8 +112,8 @@ def read_records(
         # Each file's header is checked against these columns (`enforceSchema` off): a file whose columns are in
         # another order would otherwise be read by position (`jobs.runtime.failures.csv_header` names it).
         frame = read_listed(
-            spark, path, names, "csv", schema, header="true", enforceSchema="false", mode="PERMISSIVE",
-            columnNameOfCorruptRecord=WRONG_WIDTH,
+            spark, path, names, "csv", schema, header="true", multiLine="true", enforceSchema="false",
+            mode="PERMISSIVE", columnNameOfCorruptRecord=WRONG_WIDTH,
         )  # fmt: skip
     elif fmt == "jsonl" and json_as_text:
         frame = read_listed(spark, path, names, "text", lineSep="\n").select(
