@@ -126,6 +126,10 @@ def test_an_input_is_small_up_to_its_limit_compressed_files_counted_unpacked(tmp
     assert not is_small_input(Namespace(input=str(folder / "a.tsv")), limit_mb=0)  # 0: never small
     assert not is_small_input(Namespace(input=None), limit_mb=1)  # a job without --input: Spark's defaults
     assert not is_small_input(Namespace(input="hdfs://namenode/in"), limit_mb=1)  # not listed: Spark's defaults
+    # keyed and table: records, some 40 times smaller than events: 1/32 of the limit (32 KiB of 1 MiB)
+    assert not is_small_input(Namespace(input=str(folder / "a.tsv"), job="keyed"), limit_mb=1)
+    assert not is_small_input(Namespace(input=str(folder / "a.tsv"), job="table"), limit_mb=1)
+    assert is_small_input(Namespace(input=str(folder / "a.tsv"), job="keyed"), limit_mb=32)
 
 
 def test_an_s3_input_is_sized_as_the_job_lists_it() -> None:
