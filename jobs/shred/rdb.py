@@ -32,8 +32,7 @@ from jobs.enriched.parse import lower_hex
 from jobs.shred.entities import ATOMIC_FIELDS, JSON_FIELDS, root_tstamp
 
 GOOD, BAD = "output=good", "output=bad"
-ATOMIC_FOLDER = "vendor=com.snowplowanalytics.snowplow/name=atomic"
-ATOMIC_PATH = f"{ATOMIC_FOLDER}/format=tsv/model=1/revision=0/addition=0"
+ATOMIC_PATH = "vendor=com.snowplowanalytics.snowplow/name=atomic/format=tsv/model=1/revision=0/addition=0"
 PARSING_ERROR_PATH = (
     "vendor=com.snowplowanalytics.snowplow.badrows/name=loader_parsing_error/format=json/model=2/revision=0/addition=0"
 )
