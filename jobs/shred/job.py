@@ -29,10 +29,9 @@ from jobs.config import ShredLayout as Layout
 from jobs.contract import SUCCESS_MARKER, SUMMARY, Progress
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
-from jobs.fs import store
 from jobs.fs.hadoop import FileSystem
-from jobs.fs.input import Input, count_lines, open_input, read_listed, read_whole, require_input
-from jobs.fs.paths import absolute, check_apart, qualified
+from jobs.fs.input import Input, count_lines, open_input, read_whole, require_input
+from jobs.fs.paths import absolute, check_apart, exact
 from jobs.fs.run_folder import RunFolder, summary_job
 from jobs.fs.runs import run_timestamp
 from jobs.fs.shreds import consumed_attempt, is_sealed_dedup_output, shred_completed
@@ -343,20 +342,13 @@ def _write_rdb_lines(target: ShredTarget, decided: DataFrame, plan: ShredPlan) -
     return counts, types
 
 
-def _lines_per_type(
-    spark: SparkSession, root: str, columns: tuple[str, ...], skipped: str | None = None
-) -> dict[str, int]:
-    """Lines per file under `root`, summed per the `/`-joined values of the path's `columns` (`name=value`); the
-    files under `root/skipped` are not read (the atomic events: counted while written, the bulk of the bytes)."""
-    skipped_prefix = None if skipped is None else qualified(f"{root.rstrip('/')}/{skipped}") + "/"
-    paths = [
-        path
-        for path in store.list_input(root).paths
-        if skipped_prefix is None or not qualified(path).startswith(skipped_prefix)
-    ]
-    if not paths:
-        return {}
-    files = read_listed(spark, root, paths, "text").select(F.col("_metadata.file_path").alias("path"))
+def _lines_per_type(spark: SparkSession, root: str, columns: tuple[str, ...]) -> dict[str, int]:
+    """Lines per file under `root`, summed per the `/`-joined values of the path's `columns` (`name=value`)."""
+    files = (
+        spark.read.option("recursiveFileLookup", "true")
+        .text(exact(root))
+        .select(F.col("_metadata.file_path").alias("path"))
+    )
     types: dict[str, int] = {}
     for row in files.groupBy("path").count().collect():
         parts = dict(unquote(part).split("=", 1) for part in row["path"].split("/") if part.split("=", 1)[0] in columns)
@@ -370,7 +362,7 @@ def _rdb_lines_per_type(spark: SparkSession, good: str, loader_types: list[messa
     """Entity lines per `vendor/name/format/version` from the files under `output=good/` (their paths say vendor,
     name and model-revision-addition; the schema's format comes from the types written)."""
     columns = ("vendor", "name", "model", "revision", "addition")
-    by_path = _lines_per_type(spark, good, columns, skipped=rdb.ATOMIC_PATH)
+    by_path = _lines_per_type(spark, good, columns)
     keys = {}
     for loader_type in loader_types:
         vendor, name, schema_format, version = loader_type.schema_key.removeprefix("iglu:").split("/")
