@@ -90,31 +90,11 @@ def read_records(
 
     Raises:
         InputListingError: Spark lists other files than the listing's.
+        InvalidInputError: a csv input of no line.
     """
     names = listing.paths
     if fmt == "csv":
-        # A record ends at the file's line break (`\n`, `\r\n` or `\r`, found by the parser in each file) outside
-        # quotes, so a field may hold a line break (quoted) or a bare `\r`; Spark's line-by-line default cut such a
-        # record in two. Each file is then read by one task.
-        header = read_listed(spark, path, names, "csv", header="true", multiLine="true").columns  # no data scan
-        if not header:
-            raise InvalidInputError(
-                f"--input: the {len(names)} csv file(s) under {path} hold no line, so no header: "
-                f"{', '.join(names[:5])}{', …' if len(names) > 5 else ''}; allowed: csv files whose first line names "
-                "their columns. Nothing was written"
-            )
-        _check_reserved(header)
-        # Every column as text, plus the row's own text when its number of fields is not the header's (Spark
-        # would otherwise fill a short row with nulls and drop a long row's extra fields, silently).
-        schema = StructType(
-            [*(StructField(name, StringType()) for name in header), StructField(WRONG_WIDTH, StringType())]
-        )
-        # Each file's header is checked against these columns (`enforceSchema` off): a file whose columns are in
-        # another order would otherwise be read by position (`jobs.runtime.failures.csv_header` names it).
-        frame = read_listed(
-            spark, path, names, "csv", schema, header="true", multiLine="true", enforceSchema="false",
-            mode="PERMISSIVE", columnNameOfCorruptRecord=WRONG_WIDTH,
-        )  # fmt: skip
+        frame = _csv_records(spark, path, names)
     elif fmt == "jsonl" and json_as_text:
         frame = read_listed(spark, path, names, "text", lineSep="\n").select(
             without_crlf_cr(F.col("value")).alias(RAW_LINE)
@@ -143,6 +123,34 @@ def read_records(
     )  # broadcast whole: one partition
     # A left join: a record whose file is not in the listing is never dropped; `unranked` counts it.
     return positioned.join(F.broadcast(files), _PATH, "left").drop(_PATH)
+
+
+def _csv_records(spark: SparkSession, path: str, names: list[str]) -> DataFrame:
+    """The csv files `names` (under `path`): every column as text, plus `WRONG_WIDTH`.
+
+    Raises:
+        InvalidInputError: no file holds a line (no header).
+    """
+    # A record ends at the file's line break (`\n`, `\r\n` or `\r`, found by the parser in each file) outside
+    # quotes, so a field may hold a line break (quoted) or a bare `\r`; Spark's line-by-line default cut such a
+    # record in two. Each file is then read by one task.
+    header = read_listed(spark, path, names, "csv", header="true", multiLine="true").columns  # no data scan
+    if not header:
+        raise InvalidInputError(
+            f"--input: the {len(names)} csv file(s) under {path} hold no line, so no header: "
+            f"{', '.join(names[:5])}{', …' if len(names) > 5 else ''}; allowed: csv files whose first line names "
+            "their columns. Nothing was written"
+        )
+    _check_reserved(header)
+    # Every column as text, plus the row's own text when its number of fields is not the header's (Spark
+    # would otherwise fill a short row with nulls and drop a long row's extra fields, silently).
+    schema = StructType([*(StructField(name, StringType()) for name in header), StructField(WRONG_WIDTH, StringType())])
+    # Each file's header is checked against these columns (`enforceSchema` off): a file whose columns are in
+    # another order would otherwise be read by position (`jobs.runtime.failures.csv_header` names it).
+    return read_listed(
+        spark, path, names, "csv", schema, header="true", multiLine="true", enforceSchema="false",
+        mode="PERMISSIVE", columnNameOfCorruptRecord=WRONG_WIDTH,
+    )  # fmt: skip
 
 
 def _check_reserved(columns: list[str]) -> None:
