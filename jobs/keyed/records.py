@@ -131,10 +131,10 @@ def _csv_records(spark: SparkSession, path: str, names: list[str]) -> DataFrame:
     Raises:
         InvalidInputError: no file holds a line (no header).
     """
-    # A record ends at the file's line break (`\n`, `\r\n` or `\r`, found by the parser in each file) outside
-    # quotes, so a field may hold a line break (quoted) or a bare `\r`; Spark's line-by-line default cut such a
-    # record in two. Each file is then read by one task.
-    header = read_listed(spark, path, names, "csv", header="true", multiLine="true").columns  # no data scan
+    # A record is a line, ended by `\n`, `\r\n` or `\r` (Spark's line-by-line reading). Its `multiLine` reading
+    # keeps quoted line breaks, but lets one unclosed quote take the rest of a file and reads a file of mixed line
+    # ends by its first one, both without a word: not used.
+    header = read_listed(spark, path, names, "csv", header="true").columns  # the first line only: no data scan
     if not header:
         raise InvalidInputError(
             f"--input: the {len(names)} csv file(s) under {path} hold no line, so no header: "
@@ -148,8 +148,8 @@ def _csv_records(spark: SparkSession, path: str, names: list[str]) -> DataFrame:
     # Each file's header is checked against these columns (`enforceSchema` off): a file whose columns are in
     # another order would otherwise be read by position (`jobs.runtime.failures.csv_header` names it).
     return read_listed(
-        spark, path, names, "csv", schema, header="true", multiLine="true", enforceSchema="false",
-        mode="PERMISSIVE", columnNameOfCorruptRecord=WRONG_WIDTH,
+        spark, path, names, "csv", schema, header="true", enforceSchema="false", mode="PERMISSIVE",
+        columnNameOfCorruptRecord=WRONG_WIDTH,
     )  # fmt: skip
 
 

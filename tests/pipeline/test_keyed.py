@@ -434,19 +434,3 @@ def test_a_jsonl_record_holding_a_bare_carriage_return_is_one_record(spark: Spar
     data.write_bytes(b'{"id":"a",\r"v":1}\n{"id":"b","v":2}\n')
     summary = keyed(spark, tmp_path, data.parent, fmt="jsonl")
     assert summary["counts"] == {"input": 2, "unique": 2, "duplicate": 0, "expired": 0, "error": 0}
-
-
-def test_a_bare_carriage_return_or_a_quoted_line_break_in_a_csv_field_is_data(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    """A csv record ends at its file's line break outside quotes. Read line by line, `a,x\ry` was cut at the `\r`:
-    `a,x` went to unique/ (a changed value) and `y` to error/ (three records for two)."""
-    folder = tmp_path / "in"
-    folder.mkdir()
-    (folder / "a.csv").write_bytes(b'id,v\na,x\ry\nb,"p\nq"\n')
-    (folder / "b.csv").write_bytes(b"id,v\r\nc,1\r\nd,x\ry\r\n")  # CRLF: the \r of each line break is not data
-    summary = keyed(spark, tmp_path, folder)
-    assert summary["counts"] == {"input": 4, "unique": 4, "duplicate": 0, "expired": 0, "error": 0}
-    unique = tmp_path / "out" / f"run={RUN1}" / "unique"
-    read_back = spark.read.options(header="true", multiLine="true").csv(str(unique)).collect()
-    assert sorted(tuple(row) for row in read_back) == [("a", "x\ry"), ("b", "p\nq"), ("c", "1"), ("d", "x\ry")]
