@@ -104,7 +104,7 @@ def read_records(
         check_json_lines(text.withColumn("value", without_crlf_cr(F.col("value"))))  # see docstring
         frame = read_listed(spark, path, names, "json", lineSep="\n")
     else:
-        frame = read_listed(spark, path, names, "parquet", mergeSchema="true")  # every file's columns, not the first's
+        frame = _parquet_records(spark, path, names)
     _check_reserved([name for name in frame.columns if name not in (RAW_LINE, WRONG_WIDTH)])
     if WRONG_WIDTH not in frame.columns:
         frame = frame.withColumn(WRONG_WIDTH, F.lit(None).cast("string"))
@@ -151,6 +151,30 @@ def _csv_records(spark: SparkSession, path: str, names: list[str]) -> DataFrame:
         spark, path, names, "csv", schema, header="true", enforceSchema="false", mode="PERMISSIVE",
         columnNameOfCorruptRecord=WRONG_WIDTH,
     )  # fmt: skip
+
+
+def _parquet_records(spark: SparkSession, path: str, names: list[str]) -> DataFrame:
+    """The parquet files `names` (under `path`) with every file's columns, not the first file's alone.
+
+    Raises:
+        InvalidInputError: a column's type differs between two files (named, with both types).
+    """
+    try:
+        return read_listed(spark, path, names, "parquet", mergeSchema="true")
+    except Exception as err:
+        if "CANNOT_MERGE" not in str(err):
+            raise
+        first = {field.name.lower(): field for field in read_listed(spark, path, names[:1], "parquet").schema}
+        for name in names[1:]:
+            for field in read_listed(spark, path, [name], "parquet").schema:
+                known = first.get(field.name.lower())
+                if known is not None and known.dataType != field.dataType:
+                    raise InvalidInputError(
+                        f"--input: {name}: column {field.name} is {field.dataType.simpleString()}, where {names[0]} "
+                        f"has {known.dataType.simpleString()}; allowed: one type per column in every parquet file of "
+                        "an input. Nothing was written"
+                    ) from None
+        raise
 
 
 def _check_reserved(columns: list[str]) -> None:

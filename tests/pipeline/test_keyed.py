@@ -434,3 +434,77 @@ def test_a_jsonl_record_holding_a_bare_carriage_return_is_one_record(spark: Spar
     data.write_bytes(b'{"id":"a",\r"v":1}\n{"id":"b","v":2}\n')
     summary = keyed(spark, tmp_path, data.parent, fmt="jsonl")
     assert summary["counts"] == {"input": 2, "unique": 2, "duplicate": 0, "expired": 0, "error": 0}
+
+
+def test_an_unclosed_quote_does_not_swallow_the_records_after_it(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`a,"x` opens a quote that no later line closes. Read to the line break outside quotes (multiLine), record a
+    took the rest of the file as its v ('x\\nb,2\\nc,3\\n'): exit 0, counts input 1 for 3 records, unique 1, b and c in
+    no output and nothing said. Expected: every record once (a an error) or a refusal naming a.csv."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_bytes(b'id,v\na,"x\nb,2\nc,3\n')
+    code = main(["keyed", "--input", str(folder), "--format", "csv", "--key", "id", "--output", str(tmp_path / "out"),
+                 "--state", str(tmp_path / "state"), "--run-id", RUN1])  # fmt: skip
+    if code != 0:
+        assert str(folder / "a.csv") in capsys.readouterr().err.strip().splitlines()[-1]
+        assert not (tmp_path / "state" / "commits").exists()
+        return
+    summary = json.loads((tmp_path / "out" / f"run={RUN1}" / "summary.json").read_text())
+    assert summary["counts"]["input"] == 3
+    unique = tmp_path / "out" / f"run={RUN1}" / "unique"
+    read_back = spark.read.options(header="true", multiLine="true").csv(str(unique)).collect()
+    assert {("b", "2"), ("c", "3")} <= {tuple(row) for row in read_back}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"id,v\na,1\r\nb,2\n", b"id,v\r\na,1\nb,2\r\n"],
+    ids=["lf-file-with-crlf-lines", "crlf-file-with-lf-lines"],
+)
+def test_a_csv_file_mixing_crlf_and_lf_line_ends_keeps_its_records(
+    spark: SparkSession, tmp_path: Path, data: bytes
+) -> None:
+    """A file whose lines end in both \\r\\n and \\n (files concatenated, or appended to by another tool). multiLine
+    takes the first line break as the file's: in a \\n file, a,1\\r\\n gave v='1\\r' (exit 0, a changed value, no
+    word; read line by line it was '1'); in a \\r\\n file, 'a,1\\nb,2' became one error record of 3 fields (input 1
+    for 2 records). Expected: a,1 and b,2, or a refusal naming the file."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_bytes(data)
+    try:
+        summary = keyed(spark, tmp_path, folder)
+    except InvalidArgumentError as err:
+        assert str(folder / "a.csv") in str(err)
+        return
+    assert summary["counts"] == {"input": 2, "unique": 2, "duplicate": 0, "expired": 0, "error": 0}
+    unique = tmp_path / "out" / f"run={RUN1}" / "unique"
+    read_back = spark.read.options(header="true", multiLine="true").csv(str(unique)).collect()
+    assert sorted(tuple(row) for row in read_back) == [("a", "1"), ("b", "2")]
+
+
+@pytest.mark.parametrize("job", ["keyed", "table insert"])
+def test_parquet_files_whose_column_types_differ_are_named(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str
+) -> None:
+    """a.parquet holds v as int, b.parquet as bigint. Read with mergeSchema, the run stopped with exit 1 on
+    "Py4JJavaError: An error occurred while calling oNNN.load." (no file, no column, no way out); before
+    mergeSchema it named b.parquet and column v. Now refused naming the file, the column and both types."""
+    (tmp_path / "in").mkdir()
+    for name, row, schema in [("a", ("a", 1), "id string, v int"), ("b", ("b", 2), "id string, v bigint")]:
+        local_frame(spark, [row], schema).coalesce(1).write.parquet(str(tmp_path / "parts" / name))
+        next((tmp_path / "parts" / name).glob("part-*.parquet")).rename(tmp_path / "in" / f"{name}.parquet")
+    source = ["--input", str(tmp_path / "in"), "--format", "parquet"]
+    if job == "keyed":
+        code = main(["keyed", *source, "--key", "id", "--output", str(tmp_path / "out"),
+                     "--state", str(tmp_path / "state"), "--run-id", RUN1])  # fmt: skip
+    else:
+        table = str(tmp_path / "table")
+        assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+        code = main(["table", "insert", "--table", table, *source])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --input: {tmp_path / 'in' / 'b.parquet'}: column v is bigint, where {tmp_path / 'in' / 'a.parquet'} "
+        "has int; allowed: one type per column in every parquet file of an input. Nothing was written"
+    )
