@@ -338,6 +338,16 @@ def test_csv_records_are_written_as_read_and_rows_of_another_width_are_errors(
     assert summary["counts"] == {"input": 7, "unique": 5, "duplicate": 0, "expired": 0, "error": 2}
 
 
+def keyed_or_inserted(tmp_path: Path, job: str, source: list[str]) -> int:
+    """`keyed` (key `id`, run RUN1) or `table insert` into a new replacing table, of `source`; the exit code."""
+    if job == "keyed":
+        return main(["keyed", *source, "--key", "id", "--output", str(tmp_path / "out"),
+                     "--state", str(tmp_path / "state"), "--run-id", RUN1])  # fmt: skip
+    table = str(tmp_path / "table")
+    assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+    return main(["table", "insert", "--table", table, *source])
+
+
 @pytest.mark.parametrize("job", ["keyed", "table insert"])
 def test_csv_files_whose_headers_differ_are_not_read_by_position(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str
@@ -347,13 +357,7 @@ def test_csv_files_whose_headers_differ_are_not_read_by_position(
     write_csv(tmp_path / "in" / "a.csv", "id,v", ["a,1"])
     write_csv(tmp_path / "in" / "b.csv", "v,id", ["2,b"])
     source = ["--input", str(tmp_path / "in"), "--format", "csv"]
-    if job == "keyed":
-        code = main(["keyed", *source, "--key", "id", "--output", str(tmp_path / "out"),
-                     "--state", str(tmp_path / "state"), "--run-id", RUN1])  # fmt: skip
-    else:
-        table = str(tmp_path / "table")
-        assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
-        code = main(["table", "insert", "--table", table, *source])
+    code = keyed_or_inserted(tmp_path, job, source)
     assert code == 1  # refused, naming the file and both headers
     refusal = (
         f"failed, no _SUCCESS written: {tmp_path / 'in' / 'b.csv'}: its csv header is not the input's (v, id, where "
@@ -496,13 +500,7 @@ def test_parquet_files_whose_column_types_differ_are_named(
         local_frame(spark, [row], schema).coalesce(1).write.parquet(str(tmp_path / "parts" / name))
         next((tmp_path / "parts" / name).glob("part-*.parquet")).rename(tmp_path / "in" / f"{name}.parquet")
     source = ["--input", str(tmp_path / "in"), "--format", "parquet"]
-    if job == "keyed":
-        code = main(["keyed", *source, "--key", "id", "--output", str(tmp_path / "out"),
-                     "--state", str(tmp_path / "state"), "--run-id", RUN1])  # fmt: skip
-    else:
-        table = str(tmp_path / "table")
-        assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
-        code = main(["table", "insert", "--table", table, *source])
+    code = keyed_or_inserted(tmp_path, job, source)
     assert code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"error: --input: {tmp_path / 'in' / 'b.parquet'}: column v is bigint, where {tmp_path / 'in' / 'a.parquet'} "
