@@ -121,8 +121,18 @@ class Input:
         return {
             "files": len(self.files),
             "unreadable": [asdict(skipped) for skipped in self.unreadable],
-            "in_progress": [{"path": qualified(file.path), "size": file.size} for file in self.in_progress],
+            "in_progress": uploads_in_progress(self.in_progress),
         }
+
+
+def listing_summary(listing: store.Listing) -> dict[str, Any]:
+    """For a summary (`keyed`, `table insert`): how many files were read, and each upload in progress left for a
+    later run with its size."""
+    return {"files": len(listing.files), "in_progress": uploads_in_progress(listing.in_progress)}
+
+
+def uploads_in_progress(files: Sequence[StoredFile]) -> list[dict[str, Any]]:
+    return [{"path": qualified(file.path), "size": file.size} for file in files]
 
 
 class InputListingError(WinnowError):
@@ -156,10 +166,7 @@ def open_input(
     if not files and empty_allowed:
         return Input(path, (), tuple(skipped), frame=local_frame(spark, [], "value string", slices=1))
     if not files:
-        raise InputNotFoundError(
-            f"--input: {path} holds no input files (names starting with _ or . are skipped){listing.note()}; "
-            "nothing to do"
-        )
+        raise listing.nothing_to_read("--input", path)
     store.refuse_unreadable_names(qualified(path), files)
     lines = text_lines(spark, listing.paths)
     _check_listed(path, files, lines)

@@ -18,7 +18,7 @@ from datetime import UTC
 from typing import Any
 from urllib.parse import urlparse
 
-from jobs.errors import DamagedFileError, InvalidArgumentError
+from jobs.errors import DamagedFileError, InputNotFoundError, InvalidArgumentError
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
 
@@ -105,6 +105,13 @@ class Listing:
     @property
     def paths(self) -> list[str]:
         return [file.path for file in self.files]
+
+    def nothing_to_read(self, option: str, root: str) -> InputNotFoundError:
+        """The error of an input that holds no file to read (the uploads in progress named)."""
+        return InputNotFoundError(
+            f"{option}: {root} holds no input files (names starting with _ or . are skipped){self.note()}; "
+            "nothing to do"
+        )
 
     def note(self) -> str:
         """`; N upload(s) in progress left for a later run: …` when there are any, else ``."""

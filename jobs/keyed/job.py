@@ -20,6 +20,7 @@ from jobs import __version__
 from jobs.contract import Progress
 from jobs.errors import InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
+from jobs.fs.input import listing_summary
 from jobs.fs.lease import FileLease
 from jobs.fs.paths import absolute, check_apart
 from jobs.fs.run_folder import RunFolder
@@ -31,7 +32,6 @@ from jobs.keyed.records import (
     check_format,
     check_ranked,
     list_records,
-    listing_summary,
     read_records,
     unranked,
     write_records,

@@ -16,19 +16,18 @@ JSON lines are kept as raw text (`RAW_LINE`) and written back unchanged; fields 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 from urllib.parse import unquote
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from jobs.errors import InputNotFoundError, InvalidArgumentError, WinnowError
+from jobs.errors import InvalidArgumentError, WinnowError
 from jobs.frames import local_frame
 from jobs.fs import store
-from jobs.fs.hadoop import FileSystem
-from jobs.fs.input import read_listed, without_crlf_cr
-from jobs.fs.paths import qualified, written
+from jobs.fs.input import read_listed, require_input, without_crlf_cr
+from jobs.fs.paths import written
 
 
 class InvalidInputError(WinnowError):
@@ -62,23 +61,11 @@ def list_records(spark: SparkSession, path: str) -> store.Listing:
         InputNotFoundError: `path` does not exist or holds no record file.
         InvalidArgumentError: a file's name cannot be read.
     """
-    if not FileSystem(spark).exists(path):
-        raise InputNotFoundError(f"--input: {path} does not exist")
+    require_input(spark, path)
     listing = store.list_input(path)
     if not listing.files:
-        raise InputNotFoundError(
-            f"--input: {path} holds no input files (names starting with _ or . are skipped){listing.note()}; "
-            "nothing to do"
-        )
+        raise listing.nothing_to_read("--input", path)
     return listing
-
-
-def listing_summary(listing: store.Listing) -> dict[str, Any]:
-    """For a summary: how many files were read, and each upload in progress left for a later run with its size."""
-    return {
-        "files": len(listing.files),
-        "in_progress": [{"path": qualified(file.path), "size": file.size} for file in listing.in_progress],
-    }
 
 
 def read_records(

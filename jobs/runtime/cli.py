@@ -188,7 +188,7 @@ def _known_failure(err: BaseException, args: argparse.Namespace, config: JobConf
     return explain(err, output, config.manifest.uri, config.spark.conf.get("spark.local.dir"))
 
 
-RECORDS_PER_EVENT_BYTES = 32
+RECORD_JOBS_LIMIT_DIVISOR = 32
 """`keyed` and `table` read records, not enriched events: what makes an input small is its rows, and a record (a
 csv row of `jobs.tools.keyed_records`) is some 40 times smaller than an event, so their limit is
 `spark.small_input_mb` / 32 (docs/configuration.md has the figures)."""
@@ -196,14 +196,14 @@ csv row of `jobs.tools.keyed_records`) is some 40 times smaller than an event, s
 
 def is_small_input(args: argparse.Namespace, limit_mb: int) -> bool:
     """True when the job's `--input` holds `limit_mb` MiB or less (the session then runs its plans interpreted), or
-    for `keyed` and `table` a `RECORDS_PER_EVENT_BYTES`th of it; False without one, or when it cannot be listed (the
+    for `keyed` and `table` a `RECORD_JOBS_LIMIT_DIVISOR`th of it; False without one, or when it cannot be listed (the
     job then says why, with Spark's defaults)."""
     from jobs.fs import store
 
     root = getattr(args, "input", None)
     if not isinstance(root, str) or limit_mb == 0:
         return False
-    share = RECORDS_PER_EVENT_BYTES if getattr(args, "job", None) in ("keyed", "table") else 1
+    share = RECORD_JOBS_LIMIT_DIVISOR if getattr(args, "job", None) in ("keyed", "table") else 1
     try:
         return not store.larger_than(root, limit_mb * 1024 * 1024 // share)
     except Exception:  # only a choice of settings: the run itself reports what is wrong

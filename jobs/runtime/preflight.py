@@ -31,10 +31,7 @@ def require_local_input(path: str, option: str = "--input", holding_files: bool 
         return
     listing = store.list_input(local, option)  # the listing the run reads: hidden names and uploads left out
     if not listing.files:
-        raise InputNotFoundError(
-            f"{option}: {local} holds no input files (names starting with _ or . are skipped){listing.note()}; "
-            "nothing to do"
-        )
+        raise listing.nothing_to_read(option, local)
 
 
 def check_manifest(config: JobConfig, create: bool) -> None:

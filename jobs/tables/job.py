@@ -19,6 +19,7 @@ from pyspark.sql.types import DecimalType, StructType
 
 from jobs.contract import SUCCESS_MARKER, Progress
 from jobs.errors import InvalidArgumentError, WinnowError
+from jobs.fs.input import listing_summary
 from jobs.fs.paths import absolute, check_apart, exact, written
 from jobs.keyed.records import (
     POS_BLOCK,
@@ -29,7 +30,6 @@ from jobs.keyed.records import (
     check_format,
     check_ranked,
     list_records,
-    listing_summary,
     read_records,
     unranked,
     user_columns,
