@@ -19,6 +19,11 @@ class InputNotFoundError(WinnowError):
     """The input path does not exist or holds no readable files."""
 
 
+class InvalidInputError(WinnowError):
+    """Input records that cannot be read as records (keyed and table inputs): the command is refused, nothing
+    written."""
+
+
 class LoaderMessageError(WinnowError):
     """The "shredding_complete" message could not be sent (exit 1): the run folder has no `_SUCCESS`, so a rerun
     of the same run id sends it again."""

@@ -26,12 +26,12 @@ from pyspark.sql.types import DateType, DecimalType, NumericType, StringType, Ti
 
 from jobs.keyed.period import Kind
 from jobs.keyed.records import (
+    CSV_PROBLEM,
     POS_BLOCK,
     POS_FILE,
     POS_ROW,
     POSITION,
     RAW_LINE,
-    WRONG_WIDTH,
     Format,
     field,
     json_line_problem,
@@ -87,10 +87,9 @@ def extract(
             )  # fmt: skip
         checks.append(F.when(expiry.isNull(), F.lit(f"expiry field '{expiry_field}' is not a {kind}")))
     # The record as a whole first: a line that is no JSON object (or repeats a key, which would make a field
-    # mean one of two values) or a csv row whose number of fields is not the header's says so.
+    # mean one of two values) or a csv line that is no record of the header's fields says so.
     whole = json_line_problem(F.col(RAW_LINE)) if fmt == "jsonl" else F.lit(None).cast("string")
-    wrong_width = F.when(F.col(WRONG_WIDTH).isNotNull(), F.lit("the row's number of fields differs from the header's"))
-    reason = F.coalesce(whole, wrong_width, *checks)
+    reason = F.coalesce(whole, F.col(CSV_PROBLEM), *checks)
     key = F.to_json(F.array(*[field(frame, fmt, name).cast("string") for name in key_fields]))
     return frame.select("*", key.alias(KEY), expiry.alias(EXPIRY), reason.alias(REASON))
 

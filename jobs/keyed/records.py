@@ -21,18 +21,13 @@ from urllib.parse import unquote
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
 
-from jobs.errors import InvalidArgumentError, WinnowError
+from jobs.errors import InvalidArgumentError, InvalidInputError
 from jobs.frames import local_frame
 from jobs.fs import store
 from jobs.fs.input import read_listed, require_input, without_crlf_cr
 from jobs.fs.paths import written
-
-
-class InvalidInputError(WinnowError):
-    """Input records that cannot be read as records: the command is refused, nothing written."""
-
+from jobs.keyed import csv_lines
 
 Format = Literal["csv", "jsonl", "parquet"]
 FORMATS: tuple[str, ...] = get_args(Format)
@@ -40,8 +35,10 @@ FORMATS: tuple[str, ...] = get_args(Format)
 POS_FILE, POS_BLOCK, POS_ROW = "__w_file", "__w_block", "__w_row"
 POSITION = (POS_FILE, POS_BLOCK, POS_ROW)
 RAW_LINE = "__w_line"
-WRONG_WIDTH = "__w_wrong_width"
-"""csv: the row's text when its number of fields is not the header's, else NULL (NULL for other formats)."""
+CSV_PROBLEM, CSV_LINE = "__w_csv_problem", "__w_csv_line"
+"""csv: why a line is no record of the header's fields, and the line as read (both NULL when it is one, and for
+other formats)."""
+CSV_COLUMNS = (CSV_PROBLEM, CSV_LINE)
 _PATH = "__w_path"
 INTERNAL_PREFIX = "__w_"
 
@@ -73,28 +70,25 @@ def read_records(
 ) -> DataFrame:
     """The records of the files `listing` names (`list_records(path)`) plus the three position columns.
 
-    jsonl is read as raw lines (`RAW_LINE`), or with `json_as_text=False` as typed columns (schema inferred).
+    jsonl is read as raw lines (`RAW_LINE`), or with `json_as_text=False` as typed columns (schema inferred); csv as
+    RFC 4180 lines (`jobs.keyed.csv_lines`), every column as text, plus `CSV_PROBLEM` and `CSV_LINE`.
 
     Raises:
         InputListingError: Spark lists other files than the listing's.
-        InvalidInputError: a csv input of no line.
+        InvalidInputError: a csv input of no line, or of other headers; jsonl lines that are no records.
     """
     names = listing.paths
-    if fmt == "csv":
-        frame = _csv_records(spark, path, names)
-    elif fmt == "jsonl" and json_as_text:
+    if fmt == "csv" or (fmt == "jsonl" and json_as_text):
+        # A line ends at `\n` (`\r\n` too): a bare `\r` is JSON whitespace, or data in a field.
         frame = read_listed(spark, path, names, "text", lineSep="\n").select(
             without_crlf_cr(F.col("value")).alias(RAW_LINE)
-        )  # a line ends at `\n`: a bare `\r` is JSON whitespace, or data in a string
+        )
     elif fmt == "jsonl":
         text = read_listed(spark, path, names, "text", lineSep="\n")
         check_json_lines(text.withColumn("value", without_crlf_cr(F.col("value"))))  # see docstring
         frame = read_listed(spark, path, names, "json", lineSep="\n")
     else:
         frame = _parquet_records(spark, path, names)
-    _check_reserved([name for name in frame.columns if name not in (RAW_LINE, WRONG_WIDTH)])
-    if WRONG_WIDTH not in frame.columns:
-        frame = frame.withColumn(WRONG_WIDTH, F.lit(None).cast("string"))
     # Local paths are `file:///x` in the file listing and `file:/x` in `_metadata`: compare them without the scheme.
     positioned = frame.select(
         "*",
@@ -102,6 +96,12 @@ def read_records(
         F.col("_metadata.file_block_start").alias(POS_BLOCK),
         F.monotonically_increasing_id().alias(POS_ROW),
     )
+    if fmt == "csv":
+        positioned = _csv_records(spark, positioned, path, names)
+    _check_reserved([name for name in positioned.columns if name not in (RAW_LINE, _PATH, *POSITION, *CSV_COLUMNS)])
+    for name in CSV_COLUMNS:
+        if name not in positioned.columns:
+            positioned = positioned.withColumn(name, F.lit(None).cast("string"))
     # The file ranks come from the file listing (one row per input file, no data scan), in the order of the names
     # (Spark lists and `_metadata` gives them %-encoded: `a%20b.csv` would sort after `a!b.csv`).
     paths = sorted({re.sub("^file:/+", "/", name) for name in frame.inputFiles()}, key=unquote)
@@ -112,32 +112,17 @@ def read_records(
     return positioned.join(F.broadcast(files), _PATH, "left").drop(_PATH)
 
 
-def _csv_records(spark: SparkSession, path: str, names: list[str]) -> DataFrame:
-    """The csv files `names` (under `path`): every column as text, plus `WRONG_WIDTH`.
+def _csv_records(spark: SparkSession, lines: DataFrame, path: str, names: list[str]) -> DataFrame:
+    """The csv records of `lines` (positioned raw lines): each file's header checked and dropped, the others parsed.
 
     Raises:
-        InvalidInputError: no file holds a line (no header).
+        InvalidInputError: no file holds a line; a file's header is no csv record, or not the first file's.
     """
-    # A record is a line, ended by `\n`, `\r\n` or `\r` (Spark's line-by-line reading). Its `multiLine` reading
-    # keeps quoted line breaks, but lets one unclosed quote take the rest of a file and reads a file of mixed line
-    # ends by its first one, both without a word: not used.
-    header = read_listed(spark, path, names, "csv", header="true").columns  # the first line only: no data scan
-    if not header:
-        raise InvalidInputError(
-            f"--input: the {len(names)} csv file(s) under {path} hold no line, so no header: "
-            f"{', '.join(names[:5])}{', …' if len(names) > 5 else ''}; allowed: csv files whose first line names "
-            "their columns. Nothing was written"
-        )
-    _check_reserved(header)
-    # Every column as text, plus the row's own text when its number of fields is not the header's (Spark
-    # would otherwise fill a short row with nulls and drop a long row's extra fields, silently).
-    schema = StructType([*(StructField(name, StringType()) for name in header), StructField(WRONG_WIDTH, StringType())])
-    # Each file's header is checked against these columns (`enforceSchema` off): a file whose columns are in
-    # another order would otherwise be read by position (`jobs.runtime.failures.csv_header` names it).
-    return read_listed(
-        spark, path, names, "csv", schema, header="true", enforceSchema="false", mode="PERMISSIVE",
-        columnNameOfCorruptRecord=WRONG_WIDTH,
-    )  # fmt: skip
+    lines = lines.where(F.col(RAW_LINE) != "")  # an empty line is no record (Spark's csv reader skips it too)
+    found = csv_lines.headers(lines, RAW_LINE, _PATH, POS_BLOCK, POS_ROW)
+    columns = csv_lines.input_header(found, path, names)
+    _check_reserved(columns)
+    return csv_lines.parsed(spark, lines, found, columns, RAW_LINE, _PATH, POS_ROW, CSV_LINE, CSV_PROBLEM)
 
 
 def _parquet_records(spark: SparkSession, path: str, names: list[str]) -> DataFrame:
@@ -269,8 +254,8 @@ def _writer_frame(frame: DataFrame, fmt: Format, error_column: str | None, extra
     columns = [F.col(f"`{name}`") for name in user_columns(frame)]
     if error_column:
         columns.append(F.col(error_column).alias("_error"))
-        if fmt == "csv":  # the row as read when its fields did not fit the header (else empty): nothing lost
-            columns.append(F.col(WRONG_WIDTH).alias("_line"))
+        if fmt == "csv":  # the line as read when it is no record of the header's fields (else empty): nothing lost
+            columns.append(F.col(CSV_LINE).alias("_line"))
     return frame.select(*columns, *extra)
 
 
@@ -279,8 +264,8 @@ def write_records(
 ) -> None:
     """Write records in `fmt`, each file in input order; `error_column` adds the error reason.
 
-    csv: the input's columns (plus `_error`, and `_line`: the row as read when its number of fields is not the
-    header's), with a header. jsonl: the raw lines, or for errors
+    csv: the input's columns (plus `_error`, and `_line`: the line as read when it is no record of the header's
+    fields), with a header, quoted as RFC 4180 says. jsonl: the raw lines, or for errors
     `{"line": raw line, "error": reason}`. parquet: the input's columns (plus `_error`).
     `partition_by` writes one `partition_by=value/` folder per value (the column is not in the files).
     """
@@ -291,9 +276,7 @@ def write_records(
         writer = writer.partitionBy(partition_by)
     if fmt == "jsonl":
         writer.text(written(target))
-    elif fmt == "csv":  # no trimming: the record written is the record read
-        writer.option("header", "true").option("ignoreLeadingWhiteSpace", "false").option(
-            "ignoreTrailingWhiteSpace", "false"
-        ).csv(written(target))
+    elif fmt == "csv":
+        writer.options(**csv_lines.WRITE_OPTIONS).csv(written(target))
     else:
         writer.parquet(written(target))

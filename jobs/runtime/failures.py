@@ -43,7 +43,6 @@ def explain(
         dangling_link(err)
         or damaged_sqlite(err, manifest)
         or disk_full(err, output, scratch)
-        or csv_header(err)
         or unreadable_file(err, manifest)
     )
 
@@ -120,30 +119,6 @@ def disk_full(err: BaseException, output: str | None, scratch: str | None) -> st
     else:
         where = f"the device holding {output or 'the output'} or Spark's scratch folder ({scratch or '/tmp'})"
     return f"no space left on {where} (No space left on device). Free space there, {RERUN}"
-
-
-CSV_HEADER = re.compile(
-    r"CSV header does not conform to the schema\.\s*Header: (.*)\n\s*Schema: (.*)"
-    r"|Number of column in CSV header is not equal to number of fields in the schema"
-)
-
-
-def csv_header(err: BaseException) -> str | None:
-    """A csv file whose header is not the input's (Spark checks each file's header against the first file's, which
-    the jobs read the columns from): named, with both headers."""
-    text = _text(err)
-    differs = CSV_HEADER.search(text)
-    found = READ_FILE[0].search(text)
-    if differs is None or found is None:
-        return None
-    headers = (
-        f" ({differs.group(1).strip()}, where the input's is {differs.group(2).strip()})" if differs.group(1) else ""
-    )
-    return (
-        f"{_local(found.group(1))}: its csv header is not the input's{headers}; allowed: the same columns in the same "
-        "order in every csv file of an input. Fix the file or move it to an input of its own, then run the command "
-        "again (nothing was written)"
-    )
 
 
 def unreadable_file(err: BaseException, manifest: str | None) -> str | None:

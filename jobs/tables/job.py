@@ -21,11 +21,12 @@ from jobs.contract import SUCCESS_MARKER, Progress
 from jobs.errors import InvalidArgumentError, WinnowError
 from jobs.fs.input import listing_summary
 from jobs.fs.paths import absolute, check_apart, exact, written
+from jobs.keyed import csv_lines
 from jobs.keyed.records import (
+    CSV_PROBLEM,
     POS_BLOCK,
     POS_FILE,
     POS_ROW,
-    WRONG_WIDTH,
     Format,
     check_format,
     check_ranked,
@@ -133,7 +134,7 @@ def insert(
         conformed = records.select(
             *[F.col(f"`{f.name}`").try_cast(f.dataType).alias(f.name) for f in schema.fields],
             *[F.col(f"`{f.name}`").alias(f"__w_in_{f.name}") for f in schema.fields],
-            POS_FILE, POS_BLOCK, POS_ROW, WRONG_WIDTH,
+            POS_FILE, POS_BLOCK, POS_ROW, CSV_PROBLEM,
         )  # fmt: skip
     typed = conformed.select(
         "*",
@@ -191,7 +192,7 @@ def insert(
 
 def _checks(settings: TableSettings, schema: StructType, casted: bool) -> list[tuple[str, Any]]:
     checks: list[tuple[str, Any]] = [
-        ("the row's number of fields differs from the header's (csv)", F.col(WRONG_WIDTH).isNotNull())
+        (f"{problem} (csv)", F.col(CSV_PROBLEM) == problem) for problem in (csv_lines.OPEN_QUOTE, csv_lines.WRONG_WIDTH)
     ]
     for name in settings.key:
         checks.append((f"key column '{name}' is null", F.col(f"`{name}`").isNull()))
@@ -238,10 +239,8 @@ def select(spark: SparkSession, table: str, output: str, final: bool, fmt_text: 
         rows = (final_rows(rows, settings) if final else rows).sortWithinPartitions(POS)
         frame = rows.select(*[F.col(f"`{name}`") for name in schema.fieldNames()])
         writer = frame.write.mode("overwrite")
-        if fmt == "csv":  # no trimming: the rows written are the rows stored
-            writer.option("header", "true").option("ignoreLeadingWhiteSpace", "false").option(
-                "ignoreTrailingWhiteSpace", "false"
-            ).csv(written(target))
+        if fmt == "csv":  # the rows written are the rows stored: no trimming, RFC 4180 quoting
+            writer.options(**csv_lines.WRITE_OPTIONS).csv(written(target))
         elif fmt == "jsonl":
             writer.json(written(target))
         else:

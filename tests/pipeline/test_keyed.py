@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from jobs.errors import InputNotFoundError, InvalidArgumentError
 from jobs.frames import local_frame
+from jobs.keyed.csv_lines import OPEN_QUOTE, WRONG_WIDTH
 from jobs.keyed.job import KeyedOptions, run, settings_from
 from jobs.keyed.period import parse_period
 from jobs.runtime.cli import main
@@ -349,22 +352,26 @@ def keyed_or_inserted(tmp_path: Path, job: str, source: list[str]) -> int:
 
 
 @pytest.mark.parametrize("job", ["keyed", "table insert"])
+@pytest.mark.parametrize(
+    ("header", "shown"), [("v,id", "['v', 'id']"), ("id, v", "['id', ' v']"), ("id,v,w", "['id', 'v', 'w']")]
+)
 def test_csv_files_whose_headers_differ_are_not_read_by_position(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str, header: str, shown: str
 ) -> None:
     """b.csv names its columns in another order: its row is b with v=2, or the run is refused naming b.csv. Spark
-    takes one file's header for all and drops the others' (enforceSchema): b's row became id=2, v=b, exit 0."""
+    takes one file's header for all and drops the others' (enforceSchema): b's row became id=2, v=b, exit 0. Spark's
+    own check then showed `id, v` and `id,v` as the same header, and no header at all for another number of
+    columns."""
     write_csv(tmp_path / "in" / "a.csv", "id,v", ["a,1"])
-    write_csv(tmp_path / "in" / "b.csv", "v,id", ["2,b"])
+    write_csv(tmp_path / "in" / "b.csv", header, ["2,b"])
     source = ["--input", str(tmp_path / "in"), "--format", "csv"]
     code = keyed_or_inserted(tmp_path, job, source)
-    assert code == 1  # refused, naming the file and both headers
-    refusal = (
-        f"failed, no _SUCCESS written: {tmp_path / 'in' / 'b.csv'}: its csv header is not the input's (v, id, where "
-        "the input's is id, v); allowed: the same columns in the same order in every csv file of an input. Fix the "
-        "file or move it to an input of its own, then run the command again (nothing was written)"
+    assert code == 2  # refused before anything is written, naming the file and both headers
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --input: {tmp_path / 'in' / 'b.csv'}: its csv header is {shown}, where {tmp_path / 'in' / 'a.csv'}'s "
+        "is ['id', 'v']; allowed: the same columns in the same order in every csv file of an input. Fix the file or "
+        "move it to an input of its own, then run the command again. Nothing was written"
     )
-    assert refusal in capsys.readouterr().err.strip().splitlines()[-1]
     assert not (tmp_path / "out" / f"run={RUN1}" / "unique").exists()
     assert not (tmp_path / "state" / "commits").exists()
 
@@ -446,13 +453,76 @@ def test_a_jsonl_record_holding_a_bare_carriage_return_is_one_record(spark: Spar
 def test_an_unclosed_quote_does_not_swallow_the_records_after_it(spark: SparkSession, tmp_path: Path) -> None:
     """`a,"x` opens a quote that no later line closes. Read to the line break outside quotes (multiLine), record a
     took the rest of the file as its v ('x\\nb,2\\nc,3\\n'): exit 0, counts input 1 for 3 records, unique 1, b and c in
-    no output and nothing said. Read line by line, each record is kept."""
+    no output and nothing said. Read line by line, a was then the record (a, x), a value cut short with no word. Now
+    a's line is an error, kept as read; b and c are records."""
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "a.csv").write_bytes(b'id,v\na,"x\nb,2\nc,3\n')
     summary = keyed(spark, tmp_path, folder)
-    assert summary["counts"] == {"input": 3, "unique": 3, "duplicate": 0, "expired": 0, "error": 0}
-    assert rows(spark, tmp_path, "unique") == [("a", "x"), ("b", "2"), ("c", "3")]  # the opening quote is syntax
+    assert summary["counts"] == {"input": 3, "unique": 2, "duplicate": 0, "expired": 0, "error": 1}
+    assert rows(spark, tmp_path, "unique") == [("b", "2"), ("c", "3")]
+    assert output_lines(tmp_path, "error") == [f'a,x,"{OPEN_QUOTE}","a,""x"']
+
+
+def rfc_4180_rows(folder: Path) -> list[list[str]]:
+    """The rows of a csv output folder as Python's csv module (an RFC 4180 reader) reads them, headers dropped."""
+    return [
+        row
+        for path in folder.glob("part-*")
+        for row in list(csv.reader(io.StringIO(path.read_bytes().decode(), newline="")))[1:]
+    ]
+
+
+CSV_CASES = [  # (the line in the file, where it goes, the fields as read, the line written)
+    (b"a,1", "unique", ["a", "1"], "a,1"),
+    (b'b,"x""y"', "unique", ["b", 'x"y'], 'b,"x""y"'),  # RFC 4180: a quote in quotes is doubled
+    (b'c,"p,q"', "unique", ["c", "p,q"], 'c,"p,q"'),
+    (b"d,x\ry", "unique", ["d", "x\ry"], 'd,"x\ry"'),  # a bare \r is data: the line ends at \n or \r\n
+    (b" e , v ", "unique", [" e ", " v "], " e , v "),  # no trimming
+    (b'f,"p', "error", None, 'f,"p'),  # a line break in quotes: both lines are errors, kept whole
+    (b'q",g', "error", None, 'q",g'),
+    (b'h,12" pipe', "error", None, 'h,12" pipe'),  # a quote in a field not in quotes: the record is unclear
+    (b'i,"p\\"q"', "error", None, 'i,"p\\"q"'),  # a backslash escapes nothing in RFC 4180
+    (b"j,1,2", "error", None, "j,1,2"),
+]
+
+
+@pytest.mark.parametrize("line_end", [b"\n", b"\r\n"], ids=["lf", "crlf"])
+def test_csv_lines_are_read_as_rfc_4180_says_and_written_back_so(
+    spark: SparkSession, tmp_path: Path, line_end: bytes
+) -> None:
+    """Before: `"x""y"` was read as '"x""y"' (quotes kept, exit 0); `d,x\\ry` was cut into the record (d, x) and an
+    error row y; `f,"p` + `q",g` (a quoted line break) gave the record (f, p) and the record (q", g); `12" pipe` was
+    read as data. Each record is now as RFC 4180 reads it; each line that is none is an error kept as read."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_bytes(line_end.join([b"\xef\xbb\xbfid,v", *[line for line, *_ in CSV_CASES]]) + line_end)
+    summary = keyed(spark, tmp_path, folder)
+    errors = [case for case in CSV_CASES if case[1] == "error"]
+    assert summary["counts"] == {"input": len(CSV_CASES), "unique": len(CSV_CASES) - len(errors), "duplicate": 0,
+                                 "expired": 0, "error": len(errors)}  # fmt: skip
+    unique = tmp_path / "out" / f"run={RUN1}" / "unique"
+    written_lines = sorted(
+        line for path in unique.glob("part-*") for line in path.read_bytes().decode().split("\n")[1:] if line
+    )  # split at \n only: a \r is data
+    assert written_lines == sorted(written for _, outcome, _, written in CSV_CASES if outcome == "unique")
+    assert sorted(rfc_4180_rows(unique)) == sorted(fields for _, outcome, fields, _ in CSV_CASES if fields)
+    assert sorted((row[2], row[3]) for row in rfc_4180_rows(tmp_path / "out" / f"run={RUN1}" / "error")) == sorted(
+        (WRONG_WIDTH if line == "j,1,2" else OPEN_QUOTE, line) for _, _, _, line in errors
+    )
+
+
+def test_keyed_reads_its_own_csv_output_back_as_the_same_records(spark: SparkSession, tmp_path: Path) -> None:
+    """What keyed writes (quotes doubled, a field holding a comma, a quote or a \\r in quotes) is an input it reads
+    back field for field: a second run over RUN1's unique/ finds each record a duplicate of itself."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_bytes(b'id,v\nk1,"x""y"\nk2,"p,q"\nk3,a\rb\nk4, s \nk5,\n')
+    keyed(spark, tmp_path, folder)
+    again = shutil.copytree(tmp_path / "out" / f"run={RUN1}" / "unique", tmp_path / "again")
+    summary = keyed(spark, tmp_path, again, run_id=RUN2)
+    assert summary["counts"] == {"input": 5, "unique": 0, "duplicate": 5, "expired": 0, "error": 0}
+    assert rows(spark, tmp_path, "duplicate", RUN2) == rows(spark, tmp_path, "unique", RUN1)
 
 
 @pytest.mark.parametrize(
