@@ -10,14 +10,12 @@ Every path handed to Spark goes through one of three functions here (tests/test_
 from __future__ import annotations
 
 import os
-import re
 from urllib.parse import unquote, urlparse, urlsplit
 
 from jobs.errors import InvalidArgumentError
 from jobs.fs import store
 
-_GLOB_CHARACTERS = re.compile(r"([\\*?\[\]{}])")
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(?=/)")
+_GLOB_CHARACTERS, _SCHEME = store.GLOB_CHARACTERS, store.SCHEME
 
 
 def absolute(path: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator, Sequence
@@ -84,6 +85,11 @@ def hidden(relative: str) -> bool:
 
 
 HIDDEN_PREFIXES = ("_", ".")
+GLOB_CHARACTERS = re.compile(r"([\\*?\[\]{}])")
+"""The characters Hadoop's GlobPattern reads as a pattern (`paths.exact` escapes them)."""
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(?=/)")
+GLOB_ON_COLON = " (nor one of \\*?[]{} on a path that holds ':')"
+_GLOB_CAUSE = "one of \\*?[]{} in a path that also holds ':', which Hadoop reads as a URI scheme"
 IN_PROGRESS_SUFFIXES = ("._COPYING_", ".tmp", ".filepart")
 """Names of uploads still being written, renamed when done: Hadoop's `fs -put`/`distcp`, most writers that
 rename into place, WinSCP. Hadoop's reader skips `._COPYING_` too."""
@@ -121,16 +127,23 @@ class Listing:
         return f"; {len(self.in_progress)} upload(s) in progress left for a later run: {names}"
 
 
-def unreadable_names(root: str, paths: Sequence[str]) -> list[str]:
-    """The paths Hadoop cannot read by name: a `:` in a name below `root` (or in the root file's own name), which
-    Hadoop takes for a URI scheme when it joins the name to its folder (e.g. the `.NAME.crc` checksum path); and a
-    name that is not UTF-8, which Java cannot name (its local listing leaves such a file out without a word)."""
+def unreadable_names(root: str, paths: Sequence[str]) -> dict[str, str]:
+    """The paths Hadoop cannot read by name, each with why: a `:` in a name below `root` (or in the root file's own
+    name), which Hadoop takes for a URI scheme when it joins the name to its folder (e.g. the `.NAME.crc` checksum
+    path); a glob character (`\\*?[]{}`) in a path under a root that holds `:` (Spark is handed it escaped, and
+    Hadoop's globber then reads each name of the path on its own, see `paths.exact`); a name that is not UTF-8, which Java cannot name
+    (its local listing leaves such a file out without a word)."""
     base = root.rstrip("/")
-    refused = []
+    colon_root = ":" in SCHEME.sub("", base)
+    refused = {}
     for path in paths:
         relative = path[len(base) :] if path.startswith(base + "/") else path.rsplit("/", 1)[-1]
-        if ":" in relative or not utf8(path):
-            refused.append(path)
+        if not utf8(path):
+            refused[path] = "a name that is not UTF-8, which Java cannot name"
+        elif ":" in relative:
+            refused[path] = "':' in a name under the input folder, which Hadoop reads as a URI scheme"
+        elif colon_root and GLOB_CHARACTERS.search(SCHEME.sub("", path)):
+            refused[path] = _GLOB_CAUSE
     return refused
 
 
@@ -152,16 +165,14 @@ def refuse_unreadable_names(root: str, paths: Sequence[str], option: str = "--in
     """Raises: InvalidArgumentError: a path of `unreadable_names`, each named (the run writes nothing)."""
     refused = unreadable_names(root, paths)
     if refused:
-        colons = [printable(path) for path in refused if utf8(path)]
-        others = [printable(path) for path in refused if not utf8(path)]
         causes = [
-            *([f"{', '.join(colons[:5])} (':' in a name under the input folder, which Hadoop reads as a URI scheme)"]
-              if colons else []),
-            *([f"{', '.join(others[:5])} (a name that is not UTF-8, which Java cannot name)"] if others else []),
-        ]  # fmt: skip
+            f"{', '.join(printable(path) for path in named[:5])} ({why})"
+            for why in dict.fromkeys(refused.values())
+            for named in [[path for path, cause in refused.items() if cause == why]]
+        ]
         raise InvalidArgumentError(
             f"{option}: {len(refused)} file name(s) cannot be read: {'; '.join(causes)}; allowed: UTF-8 names "
-            "without ':'. Rename or move them; nothing was written"
+            f"without ':'{GLOB_ON_COLON if _GLOB_CAUSE in refused.values() else ''}. Rename or move them; nothing was written"
         )
 
 

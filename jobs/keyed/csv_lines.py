@@ -68,7 +68,8 @@ def input_header(found: dict[str, tuple[int, str]], root: str, names: Sequence[s
     """The input's column names: the header of its first file that has one, the same in every other file.
 
     Raises:
-        InvalidInputError: no file holds a line; a first line is no csv record; a file's header is not the first's.
+        InvalidInputError: no file holds a line; a first line is no csv record or holds a bare `\r`; a file's header
+            is not the first's.
     """
     if not found:
         raise InvalidInputError(
@@ -78,6 +79,11 @@ def input_header(found: dict[str, tuple[int, str]], root: str, names: Sequence[s
         )
     by_name = sorted((unquote(path), text.removeprefix("\ufeff")) for path, (_, text) in found.items())
     for name, text in by_name:
+        if "\r" in text:  # lines ended by a bare `\r` (classic Mac OS): the whole file would be one header
+            raise InvalidInputError(
+                f"--input: {name}: its first line holds a bare \\r ({text[:120]!r}); allowed: lines ended by \\n or "
+                "\\r\\n (convert the file's line ends, e.g. with `tr '\\r' '\\n'`). Nothing was written"
+            )
         if not re.fullmatch(RECORD, text):
             raise InvalidInputError(
                 f"--input: {name}: its first line is no csv header ({text[:120]!r}: {OPEN_QUOTE}); allowed: a first "

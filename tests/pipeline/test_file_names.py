@@ -294,6 +294,31 @@ def test_a_run_under_pattern_named_output_and_manifest_folders_completes(spark: 
                for folder in (deduplicated, shredded) for run_id in (INCREMENTAL_RUN, NEXT_RUN))  # fmt: skip
 
 
+@pytest.mark.parametrize("job", ["dedup", "keyed"])
+def test_a_glob_character_under_an_input_folder_holding_a_colon_is_refused_before_anything_is_written(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str
+) -> None:
+    """`in:put/x[1].csv`: the file is handed to Spark escaped, and Hadoop's globber then reads `in:put` as a URI
+    scheme. It was refused only once Spark had started, without the option's name, leaving empty `_leases`
+    folders in the output and the state."""
+    root = tmp_path / "in:put"
+    if job == "dedup":
+        write(root, "x[1].tsv", events(1, 2))
+        argv = ["dedup", "--input", str(root), "--output", str(tmp_path / "out"), "--run-id", RUN_ID]
+    else:
+        write(root, "x[1].csv", ["id,v", "a,1"])
+        argv = ["keyed", "--input", str(root), "--format", "csv", "--key", "id", "--output", str(tmp_path / "out"),
+                "--state", str(tmp_path / "state"), "--run-id", KEYED_RUN]  # fmt: skip
+    assert main(argv) == 2
+    name = root / ("x[1].tsv" if job == "dedup" else "x[1].csv")
+    assert last_error_line(capsys.readouterr().err) == (
+        f"error: --input: 1 file name(s) cannot be read: {name} (one of \\*?[]{{}} in a path that also holds ':', "
+        "which Hadoop reads as a URI scheme); allowed: UTF-8 names without ':' (nor one of \\*?[]{} on a path "
+        "that holds ':'). Rename or move them; nothing was written"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in:put"]
+
+
 @pytest.mark.parametrize("option", ["--output", "--manifest"])
 def test_a_path_spark_cannot_name_is_refused_before_anything_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str

@@ -512,6 +512,22 @@ def test_csv_lines_are_read_as_rfc_4180_says_and_written_back_so(
     )
 
 
+def test_a_csv_file_of_bare_carriage_return_line_ends_is_refused_naming_it(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file whose lines end in a bare \\r (classic Mac OS) is one line when a bare \\r is data: its header would
+    take every record in, and the run would decide on no record with exit 0. Refused, named, nothing written."""
+    write_csv(tmp_path / "in" / "a.csv", "id,v", ["a,1"])
+    (tmp_path / "in" / "b.csv").write_bytes(b"id,v\rb,2\rc,3\r")
+    code = keyed_or_inserted(tmp_path, "keyed", ["--input", str(tmp_path / "in"), "--format", "csv"])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --input: {tmp_path / 'in' / 'b.csv'}: its first line holds a bare \\r ('id,v\\rb,2\\rc,3'); allowed: "
+        "lines ended by \\n or \\r\\n (convert the file's line ends, e.g. with `tr '\\r' '\\n'`). Nothing was written"
+    )
+    assert not (tmp_path / "out" / f"run={RUN1}").exists()
+
+
 def test_keyed_reads_its_own_csv_output_back_as_the_same_records(spark: SparkSession, tmp_path: Path) -> None:
     """What keyed writes (quotes doubled, a field holding a comma, a quote or a \\r in quotes) is an input it reads
     back field for field: a second run over RUN1's unique/ finds each record a duplicate of itself."""
