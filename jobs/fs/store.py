@@ -131,8 +131,8 @@ def unreadable_names(root: str, paths: Sequence[str]) -> dict[str, str]:
     """The paths Hadoop cannot read by name, each with why: a `:` in a name below `root` (or in the root file's own
     name), which Hadoop takes for a URI scheme when it joins the name to its folder (e.g. the `.NAME.crc` checksum
     path); a glob character (`\\*?[]{}`) in a path under a root that holds `:` (Spark is handed it escaped, and
-    Hadoop's globber then reads each name of the path on its own, see `paths.exact`); a name that is not UTF-8, which Java cannot name
-    (its local listing leaves such a file out without a word)."""
+    Hadoop's globber then reads each name of the path on its own, see `paths.exact`); a name that is not UTF-8,
+    which Java cannot name (its local listing leaves such a file out without a word)."""
     base = root.rstrip("/")
     colon_root = ":" in SCHEME.sub("", base)
     refused = {}
@@ -172,7 +172,8 @@ def refuse_unreadable_names(root: str, paths: Sequence[str], option: str = "--in
         ]
         raise InvalidArgumentError(
             f"{option}: {len(refused)} file name(s) cannot be read: {'; '.join(causes)}; allowed: UTF-8 names "
-            f"without ':'{GLOB_ON_COLON if _GLOB_CAUSE in refused.values() else ''}. Rename or move them; nothing was written"
+            f"without ':'{GLOB_ON_COLON if _GLOB_CAUSE in refused.values() else ''}. Rename or move them; nothing "
+            "was written"
         )
 
 

@@ -121,7 +121,6 @@ def _csv_records(spark: SparkSession, lines: DataFrame, path: str, names: list[s
     lines = lines.where(F.col(RAW_LINE) != "")  # an empty line is no record (Spark's csv reader skips it too)
     found = csv_lines.headers(lines, RAW_LINE, _PATH, POS_BLOCK, POS_ROW)
     columns = csv_lines.input_header(found, path, names)
-    _check_reserved(columns)
     return csv_lines.parsed(spark, lines, found, columns, RAW_LINE, _PATH, POS_ROW, CSV_LINE, CSV_PROBLEM)
 
 
