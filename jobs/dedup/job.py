@@ -144,7 +144,7 @@ def run(
         key = run_key(folder.path, run_id)
         replaces = False  # an earlier attempt may have recorded pairs its batch no longer has: removed at the end
         if register is not None and manifest is not None:
-            register.require_no_unfinished(key, manifest.uri, FileSystem(spark).exists)
+            register.require_no_unfinished(key, absolute_uri(manifest.uri), FileSystem(spark).exists)
             replaces = register.entry(key) is not None or FileSystem(spark).exists(folder.path)
         manifest_run = ManifestRun.of(
             run_id, run_time, config.manifest.ttl_days, run_key=key, replaces=replaces, register_entry=registered

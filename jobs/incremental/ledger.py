@@ -33,7 +33,7 @@ from typing import Any
 
 from jobs.config import InputConfig
 from jobs.contract import SUCCESS_MARKER
-from jobs.errors import InvalidArgumentError, WinnowError
+from jobs.errors import DamagedFileError, InvalidArgumentError, WinnowError
 from jobs.fs import store
 from jobs.fs.runs import LEASES, run_folder
 from jobs.fs.store import StoredFile
@@ -227,8 +227,8 @@ class Ledger:
             if re.fullmatch(rf"[0-9]{{{ENTRY_DIGITS}}}\.json", file.path.rsplit("/", 1)[1])
         ]
         with ThreadPoolExecutor(READ_THREADS) as pool:
-            documents = list(pool.map(store.read_bytes, names))
-        return sorted((json.loads(doc) for doc in documents if doc is not None), key=lambda entry: entry["entry"])
+            documents = list(pool.map(_read_entry, names))
+        return sorted((entry for entry in documents if entry is not None), key=lambda entry: entry["entry"])
 
     def complete(self, run_id: str) -> bool:
         return store.exists(f"{run_folder(self.output, run_id)}/{SUCCESS_MARKER}")
@@ -244,6 +244,35 @@ class Ledger:
 
     def create(self, number: int, document: dict[str, Any]) -> bool:
         return store.create_if_absent(self.entry_path(number), _document(document))
+
+
+def _read_entry(path: str) -> dict[str, Any] | None:
+    """The ledger entry at `path` (None when it is gone).
+
+    Raises:
+        DamagedFileError: the file is not whole JSON, or not the entry its name numbers (a stray file).
+    """
+    way_out = (
+        f"restore it from a copy (an entry names the files its run read: without it they would be read again), or "
+        f"move it out of {LEDGER}/ if no run wrote it; then run again"
+    )
+    entry = store.read_json(path, way_out)
+    if entry is None:
+        return None
+    number = int(path.rsplit("/", 1)[1].removesuffix(".json"))
+    files = entry.get("files") if isinstance(entry, dict) else None
+    if (
+        not isinstance(entry, dict)
+        or entry.get("entry") != number
+        or not isinstance(entry.get("run_id"), str)
+        or not isinstance(entry.get("input"), str)
+        or not isinstance(files, list)
+        or not all(isinstance(file, dict) and {"path", "size"} <= file.keys() for file in files)
+    ):
+        raise DamagedFileError(
+            f"{path} is damaged (not ledger entry {number}: an entry, its run id, input and files expected); {way_out}"
+        )
+    return entry
 
 
 def plan_run(input_root: str, output: str, run_id: str, window: Window = Window()) -> Plan:

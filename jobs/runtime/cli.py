@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 
 from jobs.config import JobConfig, load_config
 from jobs.contract import Progress
-from jobs.errors import WinnowError
+from jobs.errors import InvalidArgumentError, WinnowError
 from jobs.fs.paths import check_readable
 from jobs.fs.runs import new_run_id, run_timestamp
 from jobs.incremental.ledger import NothingToDo
@@ -122,13 +122,25 @@ SPARK_PATH_OPTIONS = ("input", "output", "state", "table", "shredded", "deduplic
 """The options whose paths Spark reads (an output too: the jobs read back what they wrote)."""
 
 
+LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+"""What ends a line (`str.splitlines`): a path holding one cannot be named in a one-line message."""
+
+
 def _check_spark_paths(args: argparse.Namespace) -> None:
-    """Refuse a path Spark cannot read exactly before anything runs (`paths.exact`); a lake manifest is checked
-    again where it is opened (its URI may come from the config)."""
-    for name in SPARK_PATH_OPTIONS:
+    """Refuse a path Spark cannot read exactly before anything runs (`paths.exact`), and a path holding a line
+    break, which the one-line messages and printed commands (a run's way out) could not name as it is; a lake
+    manifest is checked again where it is opened (its URI may come from the config)."""
+    for name in (*SPARK_PATH_OPTIONS, "manifest", "config"):
         value = getattr(args, name, None)
         for path in value if isinstance(value, list) else [value] if isinstance(value, str) else []:
-            check_readable(f"--{name}", path)
+            if any(character in LINE_BREAKS for character in path):
+                raise InvalidArgumentError(
+                    f"--{name}: given {path!r}: a name holding a line break cannot be named in the one-line "
+                    "messages and commands a run prints (its way out); allowed: names without line breaks. Rename "
+                    "it; nothing was written"
+                )
+            if name in SPARK_PATH_OPTIONS:
+                check_readable(f"--{name}", path)
     manifest = getattr(args, "manifest", None)
     if isinstance(manifest, str) and manifest.startswith("lake:"):
         check_readable("--manifest", manifest.removeprefix("lake:"))

@@ -1,0 +1,203 @@
+"""Seams found by the last attack on issue 44 along ../shared/FAULTS.md (dedup with a manifest or a ledger): a
+redo of a completed run, a lost or damaged ledger entry, and the printed ways out of a stopped run. Two are open
+(strict xfail: they fail until fixed, and flag the fix when it lands)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.fs.run_folder import RunFolder
+from jobs.runtime.cli import main
+from tests.pipeline.helpers import error_line, job_words, numbered_events, read_lines, write_lines
+
+RUN_A, RUN_B = "2026-12-01-01-00-00", "2026-12-01-02-00-00"
+
+
+def dedup(input_path: Path, output: Path, run_id: str, manifest: str, *extra: str) -> list[str]:
+    return ["dedup", "--input", str(input_path), "--output", str(output), "--run-id", run_id,
+            "--manifest", manifest, *extra]  # fmt: skip
+
+
+def good_everywhere(output: Path) -> list[str]:
+    """Every good line of every completed (`_SUCCESS`) run folder under `output`, sorted."""
+    lines: list[str] = []
+    for run in sorted(output.glob("run=*")):
+        if (run / "_SUCCESS").exists():
+            lines.extend(read_lines(run / "good"))
+    return sorted(lines)
+
+
+@pytest.mark.xfail(strict=True, reason="open (issue 44): a completed run's redo removes the pairs its input lost")
+def test_a_completed_runs_redo_with_less_input_after_a_later_run_loses_the_events_the_later_run_left_to_it(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FAULTS 2 (redo in a changed world: input shrank, after later runs completed).
+
+    Given: run A delivers events 0-9 (sqlite manifest); run B, later, reads events 5-14 and delivers 10-14 (5-9
+    are cross-batch copies of A's: they go to B's duplicates/). Then A's input loses its second half (5-9 are
+    gone from it: a file lost, to come later) and A is rerun with the same id, as "rerunning a run id is always
+    safe" says.
+    Happened: exit 0; A's folder now holds 0-4, and the rerun removed A's manifest pairs of 5-9 (the pairs of an
+    attempt that it no longer has), so events 5-9 are in no completed good/ (they are in B's duplicates/ only) and
+    no later batch is told to deliver them (5 of 15 events lost, silently; shred follows the same good/).
+    Expected: every event of 0-14 in exactly one completed good/: the redo of a run that later runs decided against
+    either refuses, naming the later runs and a way out (as an incremental redo of a completed run whose files
+    changed does), or keeps the events later runs left to it.
+    """
+    manifest, out = f"sqlite:{tmp_path / 'manifest.db'}", tmp_path / "out"
+    write_lines(tmp_path / "in-a" / "part-0.tsv", numbered_events(range(0, 5)))
+    write_lines(tmp_path / "in-a" / "part-1.tsv", numbered_events(range(5, 10)))
+    write_lines(tmp_path / "in-b" / "part-0.tsv", numbered_events(range(5, 15)))
+    assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest, "--create")) == 0
+    assert main(dedup(tmp_path / "in-b", out, RUN_B, manifest)) == 0
+    assert read_lines(out / f"run={RUN_B}" / "good") == sorted(numbered_events(range(10, 15)))
+    (tmp_path / "in-a" / "part-1.tsv").unlink()
+    code = main(dedup(tmp_path / "in-a", out, RUN_A, manifest))
+    capsys.readouterr()
+    if code == 0:  # completed: then every event once
+        assert good_everywhere(out) == sorted(numbered_events(range(0, 15)))
+    else:  # refused: then nothing of A's completed folder changed
+        assert code == 1
+        assert good_everywhere(out) == sorted(numbered_events(range(0, 15)))
+
+
+def incremental(input_path: Path, output: Path, run_id: str) -> list[str]:
+    return ["dedup", "--input", str(input_path), "--output", str(output), "--run-id", run_id, "--incremental"]
+
+
+@pytest.mark.xfail(strict=True, reason="open (issue 44): nothing checks the sealed run folders against the ledger")
+def test_a_completed_runs_ledger_entry_lost_makes_the_next_incremental_run_deliver_its_events_again(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FAULTS 4 (damaged state: a ledger entry missing, or an older ledger restored).
+
+    Given: an incremental dedup run A (no manifest) reads a.tsv (events 0-99) and completes; its ledger entry
+    `OUT/_ledger/00000000000000000001.json` is then lost (deleted, or the ledger restored from a copy taken before
+    A); b.tsv (events 100-199) arrives and incremental run B starts.
+    Happened: exit 0; B takes a.tsv as new (no entry lists it) and reads it again: events 0-99 are in A's and B's
+    completed good/ (100 of 200 events doubled), though OUT/run=A/ is sealed and its summary.json lists a.tsv.
+    Expected: every event once: B stops before it writes, naming the completed run folder that no ledger entry
+    records (and a way out), or leaves out the files a completed run read.
+    """
+    source, out = tmp_path / "in", tmp_path / "out"
+    write_lines(source / "a.tsv", numbered_events(range(0, 100)))
+    assert main(incremental(source, out, RUN_A)) == 0
+    (out / "_ledger" / "00000000000000000001.json").unlink()
+    write_lines(source / "b.tsv", numbered_events(range(100, 200)))
+    code = main(incremental(source, out, RUN_B))
+    capsys.readouterr()
+    assert code in (0, 1)
+    delivered = good_everywhere(out)
+    assert len(delivered) == len(set(delivered))  # nothing doubled
+    assert set(delivered) <= set(numbered_events(range(0, 200)))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda entry: entry.write_bytes(entry.read_bytes()[:100]), id="cut"),
+        pytest.param(lambda entry: entry.write_bytes(bytes(len(entry.read_bytes()))), id="zeroed"),
+        pytest.param(lambda entry: entry.with_name("00000000000000000009.json").write_text("{}"), id="stray"),
+    ],
+)
+def test_a_damaged_ledger_entry_stops_the_run_naming_it_and_the_way_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: object
+) -> None:
+    """FAULTS 4 (damaged state: a ledger entry cut, zeroed inside, or a stray file added) and the promise's
+    "one line that names what is wrong and a way out".
+
+    Given: an output whose ledger holds entry 1 of a completed incremental run (as that run wrote it), then the
+    entry is cut to 100 bytes, zeroed (same size), or a stray `{}` is added as entry 9; an incremental dedup runs.
+    Happened: exit 1 with `error: dedup run ID failed, no _SUCCESS written: JSONDecodeError: Unterminated string
+    starting at: line 5 column 2 (char 94) (run with --debug for the traceback)` (zeroed: `UnicodeDecodeError: 'utf-32-be'
+    codec can't decode bytes …` or `JSONDecodeError: Expecting value`; stray: `KeyError: 'entry'`): no file named, no way out (docs/operations.md promises
+    `FILE is damaged (…)` with its own way out for a ledger entry).
+    Expected: the line names the ledger entry's file and what to do (restore it, or move the stray file out).
+    """
+    source, out = tmp_path / "in", tmp_path / "out"
+    write_lines(source / "a.tsv", numbered_events(range(0, 10)))
+    entry = out / "_ledger" / "00000000000000000001.json"
+    entry.parent.mkdir(parents=True)
+    document = {"entry": 1, "run_id": RUN_A, "created_at": "2026-12-01T01:00:00+00:00", "input": str(source),
+                "window": {"since": None, "until": None, "max_files": None, "max_bytes": None},
+                "files": [{"path": str(source / "a.tsv"), "size": (source / "a.tsv").stat().st_size,
+                           "modified_ms": int((source / "a.tsv").stat().st_mtime * 1000), "etag": None}]}  # fmt: skip
+    entry.write_text(json.dumps(document, indent=1))
+    write_lines(out / f"run={RUN_A}" / "_SUCCESS", [])
+    damage(entry)  # type: ignore[operator]
+    assert main(incremental(source, out, RUN_B)) == 1
+    line = error_line(capsys)
+    named = (
+        entry.with_name("00000000000000000009.json") if entry.with_name("00000000000000000009.json").exists() else entry
+    )
+    assert line.startswith(f"error: {named} is damaged ("), line
+    assert line.endswith(
+        "restore it from a copy (an entry names the files its run read: without it they would be read again), or "
+        "move it out of _ledger/ if no run wrote it; then run again"
+    ), line
+
+
+def killed_at_seal(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
+    """Run `argv`, failing at its seal: after its output and every manifest write (what `kill -9` there leaves,
+    the leases released, as `test_run_identity` does)."""
+
+    def dying(self: RunFolder) -> None:
+        raise RuntimeError("killed at the seal")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(RunFolder, "seal", dying)
+        assert main(argv) == 1
+
+
+@pytest.mark.parametrize("option", ["--output", "--input", "--manifest"])
+def test_a_line_break_in_a_path_argument_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    """FAULTS 5 (names are data: a newline in a path argument) with FAULTS 1 (a killed run's printed way out).
+    Before: dedup into `out\\nweb` (sqlite manifest), killed after its manifest writes, stopped the next run with a
+    line naming the folder `out web` (the one-line message turned the newline into a space): the redo pasted as
+    printed wrote another folder and stopped the same way, and the printed abandon found no such run: stuck. A path
+    argument holding a line break is now refused before anything is written."""
+    write_lines(tmp_path / "in" / "part-0.tsv", numbered_events(range(0, 5)))
+    paths = {"--input": str(tmp_path / "in"), "--output": str(tmp_path / "out"),
+             "--manifest": f"sqlite:{tmp_path / 'manifest.db'}"}  # fmt: skip
+    paths[option] = paths[option] + "\nweb"
+    argv = ["dedup", "--run-id", RUN_A, "--create", *(word for pair in paths.items() for word in pair)]
+    assert main(argv) == 2
+    assert error_line(capsys) == (
+        f"error: {option}: given {paths[option]!r}: a name holding a line break cannot be named in the one-line "
+        "messages and commands a run prints (its way out); allowed: names without line breaks. Rename it; nothing "
+        "was written"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in"]
+
+
+def test_the_printed_abandon_names_a_relative_manifest_by_its_absolute_path(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FAULTS 1/2 (follow every printed line exactly as printed, from a pasted printed command).
+
+    Given: in folder W, dedup run A with `--manifest sqlite:manifest.db` (relative) is killed after its manifest
+    writes; run B (the same relative manifest) stops with "run A recorded its events and has not completed … If its
+    input is gone for good, PROG manifest abandon --manifest sqlite:manifest.db --output /abs/out --run-id A
+    abandons it".
+    Happened: the abandon command keeps the manifest relative (its redo command, on the same line, makes it
+    absolute), so pasted in another folder it answers `manifest sqlite:manifest.db: … does not exist; run once with
+    --create …` (exit 2): the printed way out works only from W (docs/operations.md: "A command a message prints
+    runs as printed from any folder"). A `lake:` manifest the same (`no _manifest.json in /…`, seen by hand).
+    Expected: the printed abandon names the manifest by its absolute path and, pasted anywhere, abandons run A.
+    """
+    work, out = tmp_path / "work", tmp_path / "out"
+    write_lines(work / "in-a" / "part-0.tsv", numbered_events(range(0, 5)))
+    write_lines(work / "in-b" / "part-0.tsv", numbered_events(range(5, 10)))
+    monkeypatch.chdir(work)
+    killed_at_seal(monkeypatch, dedup(Path("in-a"), out, RUN_A, "sqlite:manifest.db", "--create"))
+    assert main(dedup(Path("in-b"), out, RUN_B, "sqlite:manifest.db")) == 1
+    line = error_line(capsys)
+    abandon = line.split("If its input is gone for good, ", 1)[1].split(" abandons it", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    assert main(job_words(abandon)) == 0, error_line(capsys)
