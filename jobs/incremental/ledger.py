@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobs.config import InputConfig
-from jobs.contract import SUCCESS_MARKER
+from jobs.contract import SUCCESS_MARKER, SUMMARY
 from jobs.errors import DamagedFileError, InvalidArgumentError, WinnowError
 from jobs.fs import store
 from jobs.fs.runs import LEASES, run_folder
@@ -287,6 +287,7 @@ def plan_run(input_root: str, output: str, run_id: str, window: Window = Window(
     """
     ledger = Ledger(output)
     entries = ledger.entries()
+    _check_whole(ledger, entries)
     own = [entry for entry in entries if entry["run_id"] == run_id]
     listing = store.list_input(input_root)  # a name Hadoop cannot read stops the run here, before the entry
     listed = listing.files
@@ -404,6 +405,33 @@ def _now() -> str:
 
 def _document(entry: dict[str, Any]) -> bytes:
     return (json.dumps(entry, indent=1) + "\n").encode()
+
+
+def _check_whole(ledger: Ledger, entries: Sequence[dict[str, Any]]) -> None:
+    """Raises: IncrementalRunError: an entry is missing (a gap in the numbers, or a completed incremental run folder
+    whose entry is not in the ledger: deleted, or an older ledger restored); its files would be read again."""
+    numbers = {entry["entry"] for entry in entries}
+    missing: list[tuple[int | None, str | None]] = [
+        (number, None) for number in sorted(set(range(1, max(numbers, default=0) + 1)) - numbers)
+    ]
+    known = {entry["run_id"] for entry in entries}
+    for name in store.children(ledger.output):  # only the run folders no entry names are looked into
+        run_id = name.removeprefix("run=")
+        if name.startswith("run=") and run_id not in known:
+            summary = store.read_json(f"{ledger.output}/{name}/{SUMMARY}", "restore it from a copy, then run again")
+            incremental = (
+                (summary or {}).get("input_files", {}).get("incremental") if isinstance(summary, dict) else None
+            )
+            if isinstance(incremental, dict) and ledger.complete(run_id):
+                missing.append((incremental.get("ledger_entry"), run_id))
+    if missing:
+        number, lost_run = missing[0]
+        of = f" (completed run {lost_run} read its files, as its summary.json says)" if lost_run else ""
+        raise IncrementalRunError(
+            f"--incremental: the ledger {ledger.path} lacks entry {number}{of}; without it the files it named would be "
+            f"read again and their events delivered twice. Restore {ledger.entry_path(number or 0)} from a copy (an "
+            "earlier version of the bucket's object), then run again; nothing was written"
+        )
 
 
 def _check_can_start(ledger: Ledger, entries: Sequence[dict[str, Any]], run_id: str) -> None:

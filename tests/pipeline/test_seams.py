@@ -14,7 +14,7 @@ from jobs.fs.run_folder import RunFolder
 from jobs.runtime.cli import main
 from tests.pipeline.helpers import error_line, job_words, numbered_events, read_lines, write_lines
 
-RUN_A, RUN_B = "2026-12-01-01-00-00", "2026-12-01-02-00-00"
+RUN_A, RUN_C, RUN_B = "2026-12-01-01-00-00", "2026-12-01-01-30-00", "2026-12-01-02-00-00"
 
 
 def dedup(input_path: Path, output: Path, run_id: str, manifest: str, *extra: str) -> list[str]:
@@ -69,31 +69,42 @@ def incremental(input_path: Path, output: Path, run_id: str) -> list[str]:
     return ["dedup", "--input", str(input_path), "--output", str(output), "--run-id", run_id, "--incremental"]
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 44): nothing checks the sealed run folders against the ledger")
-def test_a_completed_runs_ledger_entry_lost_makes_the_next_incremental_run_deliver_its_events_again(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("lost", ["newest", "between"])
+def test_a_lost_ledger_entry_stops_the_next_incremental_run_naming_it(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], lost: str
 ) -> None:
     """FAULTS 4 (damaged state: a ledger entry missing, or an older ledger restored).
 
-    Given: an incremental dedup run A (no manifest) reads a.tsv (events 0-99) and completes; its ledger entry
-    `OUT/_ledger/00000000000000000001.json` is then lost (deleted, or the ledger restored from a copy taken before
-    A); b.tsv (events 100-199) arrives and incremental run B starts.
-    Happened: exit 0; B takes a.tsv as new (no entry lists it) and reads it again: events 0-99 are in A's and B's
-    completed good/ (100 of 200 events doubled), though OUT/run=A/ is sealed and its summary.json lists a.tsv.
-    Expected: every event once: B stops before it writes, naming the completed run folder that no ledger entry
-    records (and a way out), or leaves out the files a completed run read.
+    Given: incremental dedup runs (no manifest) A reads a.tsv (events 0-99) and, for `between`, C reads c.tsv; A's
+    ledger entry `OUT/_ledger/00000000000000000001.json` is then lost; b.tsv (events 100-199) arrives and run B starts.
+    Before: exit 0; B took a.tsv as new and read it again: events 0-99 in A's and B's completed good/ (100 of 200
+    events doubled), though OUT/run=A/ is sealed and its summary.json names its entry.
+    Now: B stops before it writes, naming the entry; restored as printed, B reads b.tsv alone: every event once.
     """
     source, out = tmp_path / "in", tmp_path / "out"
     write_lines(source / "a.tsv", numbered_events(range(0, 100)))
     assert main(incremental(source, out, RUN_A)) == 0
-    (out / "_ledger" / "00000000000000000001.json").unlink()
+    runs = [RUN_A]
+    if lost == "between":
+        write_lines(source / "c.tsv", numbered_events(range(200, 210)))
+        assert main(incremental(source, out, RUN_C)) == 0
+        runs.append(RUN_C)
+    entry = out / "_ledger" / "00000000000000000001.json"
+    copy = entry.read_bytes()
+    entry.unlink()
     write_lines(source / "b.tsv", numbered_events(range(100, 200)))
-    code = main(incremental(source, out, RUN_B))
-    capsys.readouterr()
-    assert code in (0, 1)
-    delivered = good_everywhere(out)
-    assert len(delivered) == len(set(delivered))  # nothing doubled
-    assert set(delivered) <= set(numbered_events(range(0, 200)))
+    assert main(incremental(source, out, RUN_B)) == 1
+    of = f" (completed run {RUN_A} read its files, as its summary.json says)" if lost == "newest" else ""
+    assert error_line(capsys) == (
+        f"error: --incremental: the ledger {out / '_ledger'} lacks entry 1{of}; without it the files it named would "
+        f"be read again and their events delivered twice. Restore {entry} from a copy (an earlier version of the "
+        "bucket's object), then run again; nothing was written"
+    )
+    assert not (out / f"run={RUN_B}").exists()
+    entry.write_bytes(copy)  # the way out, as printed
+    assert main(incremental(source, out, RUN_B)) == 0
+    expected = [*range(0, 200), *(range(200, 210) if lost == "between" else [])]
+    assert good_everywhere(out) == sorted(numbered_events(expected))
 
 
 @pytest.mark.parametrize(
