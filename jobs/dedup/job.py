@@ -29,6 +29,7 @@ from jobs.dedup.inbatch import (
     with_row_ids,
 )  # fmt: skip
 from jobs.enriched.parse import narrow_events
+from jobs.errors import InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.input import Input, UnreadableFile, open_input, read_whole, require_input
 from jobs.fs.paths import absolute, check_apart, qualified
@@ -222,6 +223,23 @@ def _run_in_folder(
     return summary
 
 
+def _refuse_a_shrunk_redo(manifest: Manifest, pairs: DataFrame, run: ManifestRun, folder: str) -> None:
+    """A redo of a completed run would remove the entries of the events its input no longer holds; a later run may
+    have found those events as copies of this run's, so they would be in no completed output.
+
+    Raises:
+        InvalidArgumentError: the batch lacks events the completed attempt recorded (nothing was written).
+    """
+    lacking = manifest.leftovers(pairs, run)
+    if lacking:
+        raise InvalidArgumentError(
+            f"--input: run {run.run_id} completed in {folder}, recording {lacking:,} event(s) in {manifest.uri} that "
+            "this input no longer holds; a redo would take them out of the manifest, and a later run may have found "
+            "them as copies, so they would be in no completed output. Allowed: the input it completed with (restore "
+            "the files), or a new run id for the changed batch (the completed run stays as it is). Nothing was written"
+        )
+
+
 def tasks_at_once(spark: SparkSession) -> int:
     """How many tasks can run at once: with dynamic allocation, its maximum executors times task slots per executor
     (executors are still starting when the job begins); else Spark's default parallelism (local: the cores)."""
@@ -268,6 +286,8 @@ def _deduplicate(
     try:
         if manifest is not None:
             progress(f"checking the manifest {manifest.uri}")
+            if manifest_run.replaces and folder.sealed:
+                _refuse_a_shrunk_redo(manifest, delivered_pairs(events), manifest_run, folder.path)
             if manifest.records_when_checked:  # registered before the first pair is written
                 before_manifest_write()
             check = manifest.check_pairs(

@@ -78,6 +78,11 @@ class RunFolder:
                 f"it is not replaced. Allowed: a folder of earlier {self.job} attempts only; choose another --output"
             )
 
+    @property
+    def sealed(self) -> bool:
+        """The folder holds a completed run (`_SUCCESS`)."""
+        return self._fs.exists(f"{self.path}/{SUCCESS_MARKER}")
+
     def clear(self) -> None:
         """Remove what an earlier attempt of this run wrote: `_SUCCESS` first, so no reader takes the rest as whole."""
         self._fs.delete(f"{self.path}/{SUCCESS_MARKER}")

@@ -240,6 +240,11 @@ class Manifest(ABC):
         """Check the batch's distinct (`event_key`, `fingerprint`) pairs: which an earlier run delivered, and (with
         `detect_synthetic`) which ids an earlier run delivered with another fingerprint."""
 
+    @abstractmethod
+    def leftovers(self, pairs: DataFrame, run: ManifestRun) -> int:
+        """How many entries an earlier attempt of `run` (its run key) recorded that the batch's `pairs` lack: what
+        a redo removes before it completes (its input shrank)."""
+
     def paced(self, tasks: int) -> tuple[Manifest, dict[str, Any] | None]:
         """This manifest with each worker's share of the backend's capacity when `tasks` tasks call it at once,
         and the pacing figures for summary.json (None: the backend needs no pacing)."""

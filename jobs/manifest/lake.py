@@ -371,6 +371,26 @@ class LakeManifest(LakeLocation, Manifest):
                 del segments[name]
         return segments, runs
 
+    def leftovers(self, pairs: DataFrame, run: ManifestRun) -> int:
+        """The entries of `run`'s second in the segments holding its entries that `pairs` lack (in a merged segment,
+        another pipeline's run of the same second counts too: a redo is then refused rather than guessed)."""
+        state = self.state()
+        names = sorted({e.segment for e in state.runs.values() if e.owned_by(run.etl_time, run.run_key)})
+        paths: list[str] = []
+        for name in names:
+            segment = state.segments.get(name)
+            if segment is not None and segment.file_sizes is None:  # committed before commits listed the files
+                paths.append(self._segment_path(name))
+            elif segment is not None:
+                paths.extend(f"{self._segment_path(name)}/{file}" for file in sorted(segment.file_sizes or {}))
+        if not paths:
+            return 0
+        spark = pairs.sparkSession
+        own = spark.read.schema(_COLUMNS_SQL).parquet(*(exact(qualified(path)) for path in paths))
+        batch = keyed_pairs(pairs).select(*ENTRY_KEYS, F.col("fp_hash").alias("fingerprint"))
+        own = own.where(F.col("etl_time") == run.etl_time).select(*ENTRY_KEYS, "fingerprint")
+        return own.join(batch, [*ENTRY_KEYS, "fingerprint"], "left_anti").count()
+
     def abandon(self, run: ManifestRun) -> int:
         """Remove the run's entries (its segment, or its rows of a merged one) in a commit; how many runs' entries
         were removed (0: none recorded)."""

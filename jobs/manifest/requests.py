@@ -57,16 +57,22 @@ class RequestManifest(Manifest):
         """Remove those of `pairs` still recorded under `run_key` (or, with `legacy_etl_time`, without a key at that
         second); how many were removed."""
 
+    def _leftovers(self, pairs: DataFrame, run: ManifestRun) -> list[tuple[str, str]]:
+        own = self.own_pairs(run.run_key)
+        if not own:
+            return []
+        earlier = pairs.sparkSession.createDataFrame(own, "event_key string, fingerprint string")
+        leftovers = earlier.join(pairs.select("event_key", "fingerprint"), ["event_key", "fingerprint"], "left_anti")
+        return [(row[0], row[1]) for row in leftovers.collect()]
+
+    def leftovers(self, pairs: DataFrame, run: ManifestRun) -> int:
+        return len(self._leftovers(pairs, run))
+
     def remove_leftovers(self, pairs: DataFrame, run: ManifestRun) -> int:
         """Remove the entries an earlier attempt of `run` recorded and its batch (`pairs`) has not: they would count as
         delivered while their events are in no completed output. How many were removed."""
-        own = self.own_pairs(run.run_key)
-        if not own:
-            return 0
-        spark = pairs.sparkSession
-        earlier = spark.createDataFrame(own, "event_key string, fingerprint string")
-        leftovers = earlier.join(pairs.select("event_key", "fingerprint"), ["event_key", "fingerprint"], "left_anti")
-        return self.remove_pairs(run.run_key, [(row[0], row[1]) for row in leftovers.collect()])
+        leftovers = self._leftovers(pairs, run)
+        return self.remove_pairs(run.run_key, leftovers) if leftovers else 0
 
     def check_pairs(self, pairs: DataFrame, run: ManifestRun, detect_synthetic: bool) -> ManifestCheck:
         spark = pairs.sparkSession

@@ -15,6 +15,7 @@ from jobs.runtime.cli import main
 from tests.pipeline.helpers import error_line, job_words, numbered_events, read_lines, write_lines
 
 RUN_A, RUN_C, RUN_B = "2026-12-01-01-00-00", "2026-12-01-01-30-00", "2026-12-01-02-00-00"
+RUN_C_LATER = "2026-12-01-03-00-00"
 
 
 def dedup(input_path: Path, output: Path, run_id: str, manifest: str, *extra: str) -> list[str]:
@@ -31,38 +32,43 @@ def good_everywhere(output: Path) -> list[str]:
     return sorted(lines)
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 44): a completed run's redo removes the pairs its input lost")
-def test_a_completed_runs_redo_with_less_input_after_a_later_run_loses_the_events_the_later_run_left_to_it(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("backend", ["sqlite", "lake"])
+def test_a_completed_runs_redo_with_less_input_is_refused_and_either_way_out_keeps_every_event_once(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str
 ) -> None:
     """FAULTS 2 (redo in a changed world: input shrank, after later runs completed).
 
-    Given: run A delivers events 0-9 (sqlite manifest); run B, later, reads events 5-14 and delivers 10-14 (5-9
-    are cross-batch copies of A's: they go to B's duplicates/). Then A's input loses its second half (5-9 are
-    gone from it: a file lost, to come later) and A is rerun with the same id, as "rerunning a run id is always
-    safe" says.
-    Happened: exit 0; A's folder now holds 0-4, and the rerun removed A's manifest pairs of 5-9 (the pairs of an
-    attempt that it no longer has), so events 5-9 are in no completed good/ (they are in B's duplicates/ only) and
-    no later batch is told to deliver them (5 of 15 events lost, silently; shred follows the same good/).
-    Expected: every event of 0-14 in exactly one completed good/: the redo of a run that later runs decided against
-    either refuses, naming the later runs and a way out (as an incremental redo of a completed run whose files
-    changed does), or keeps the events later runs left to it.
+    Given: run A delivers events 0-9; run B, later, reads events 5-14 and delivers 10-14 (5-9 are cross-batch
+    copies of A's: in B's duplicates/). Then A's input loses its second half and A is rerun with the same id.
+    Before: exit 0; A's folder held 0-4, and the rerun removed A's manifest entries of 5-9, so events 5-9 were in
+    no completed good/ and no later batch was told to deliver them (5 of 15 events lost, silently).
+    Now: refused before anything is written; both printed ways out (a new run id for the changed batch, or the
+    input restored) leave every event of 0-14 in exactly one completed good/.
     """
-    manifest, out = f"sqlite:{tmp_path / 'manifest.db'}", tmp_path / "out"
+    manifest = f"sqlite:{tmp_path / 'manifest.db'}" if backend == "sqlite" else f"lake:{tmp_path / 'lake'}"
+    out = tmp_path / "out"
     write_lines(tmp_path / "in-a" / "part-0.tsv", numbered_events(range(0, 5)))
     write_lines(tmp_path / "in-a" / "part-1.tsv", numbered_events(range(5, 10)))
     write_lines(tmp_path / "in-b" / "part-0.tsv", numbered_events(range(5, 15)))
     assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest, "--create")) == 0
     assert main(dedup(tmp_path / "in-b", out, RUN_B, manifest)) == 0
     assert read_lines(out / f"run={RUN_B}" / "good") == sorted(numbered_events(range(10, 15)))
+    part = (tmp_path / "in-a" / "part-1.tsv").read_bytes()
     (tmp_path / "in-a" / "part-1.tsv").unlink()
-    code = main(dedup(tmp_path / "in-a", out, RUN_A, manifest))
     capsys.readouterr()
-    if code == 0:  # completed: then every event once
-        assert good_everywhere(out) == sorted(numbered_events(range(0, 15)))
-    else:  # refused: then nothing of A's completed folder changed
-        assert code == 1
-        assert good_everywhere(out) == sorted(numbered_events(range(0, 15)))
+    assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest)) == 2
+    assert error_line(capsys) == (
+        f"error: --input: run {RUN_A} completed in {out / f'run={RUN_A}'}, recording 5 event(s) in {manifest} that "
+        "this input no longer holds; a redo would take them out of the manifest, and a later run may have found "
+        "them as copies, so they would be in no completed output. Allowed: the input it completed with (restore "
+        "the files), or a new run id for the changed batch (the completed run stays as it is). Nothing was written"
+    )
+    assert good_everywhere(out) == sorted(numbered_events(range(0, 15)))  # A's completed folder as it was
+    assert main(dedup(tmp_path / "in-a", out, RUN_C_LATER, manifest)) == 0  # a new run id: 0-4 are copies
+    assert read_lines(out / f"run={RUN_C_LATER}" / "good") == []
+    (tmp_path / "in-a" / "part-1.tsv").write_bytes(part)  # or the input it completed with: the redo is allowed
+    assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest)) == 0
+    assert good_everywhere(out) == sorted(numbered_events(range(0, 15)))
 
 
 def incremental(input_path: Path, output: Path, run_id: str) -> list[str]:
