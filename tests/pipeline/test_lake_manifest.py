@@ -135,7 +135,9 @@ def test_entries_count_only_once_their_commit_exists(spark: SparkSession, tmp_pa
     assert len(segment_folders(root)) == 2 == len(commits(root)[-1]["segments"])
 
 
-def test_a_redo_replaces_its_entries_even_inside_a_compacted_day(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_redo_inside_a_compacted_day_keeps_what_later_runs_decided_against(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root, settings = tmp_path / "manifest", config(tmp_path, ttl_days=30)
     manifest, out = f"lake:{root}", tmp_path / "out"
     dedup(write_batch(tmp_path / "b1", [line("A", "a1")]), out, RUN_1, manifest, settings, "--create")
@@ -149,15 +151,24 @@ def test_a_redo_replaces_its_entries_even_inside_a_compacted_day(spark: SparkSes
     assert len(segment_folders(root)) == 2  # the two merged folders are gone
     # The register entry the commit keeps: run 3's own (until a later commit finds it sealed), not the sealed runs'.
     assert [(run["run_id"], run["folder"]) for run in state["open_runs"]] == [(RUN_3, f"{out}/run={RUN_3}")]
-    # Run 2 redone with C only (its input was fixed): B/b1 is no longer its delivery ...
-    dedup(write_batch(tmp_path / "b2-fixed", [line("C", "c1")]), out, RUN_2, manifest, settings)
-    # ... so a later run delivers B/b1, although the day segment, read for run 1's A/a1, still holds the old row.
+    # Run 2 redone with C only: B/b1, which run 3 may have found as a copy, would leave every output. Refused,
+    # its rows counted inside the merged day segment; nothing committed.
+    capsys.readouterr()
+    argv = ["dedup", "--input", str(write_batch(tmp_path / "b2-fixed", [line("C", "c1")])), "--output", str(out),
+            "--run-id", RUN_2, "--manifest", manifest, "--config", settings]  # fmt: skip
+    assert main(argv) == 2
+    assert "recording 1 event(s) in " in capsys.readouterr().err
+    assert commits(root)[-1] == state
+    # Redone with its input, inside the merged day: its own rows pass, and later runs decide as before.
+    assert dedup(tmp_path / "b2", out, RUN_2, manifest, settings)["content"]["good"] == sorted(
+        [line("B", "b1"), line("C", "c1")]
+    )
     later = dedup(
-        write_batch(tmp_path / "b4", [line("A", "a1"), line("B", "b1"), line("C", "c1")]),
+        write_batch(tmp_path / "b4", [line("A", "a1"), line("B", "b1"), line("C", "c1"), line("E", "e1")]),
         out, "2026-11-04-00-00-00", manifest, settings,
     )  # fmt: skip
-    assert later["content"]["good"] == [line("B", "b1")]
-    assert later["content"]["duplicates"] == sorted([line("A", "a1"), line("C", "c1")])
+    assert later["content"]["good"] == [line("E", "e1")]
+    assert later["content"]["duplicates"] == sorted([line("A", "a1"), line("B", "b1"), line("C", "c1")])
 
 
 def test_expired_segments_are_dropped_whole(spark: SparkSession, tmp_path: Path) -> None:
