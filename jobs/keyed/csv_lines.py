@@ -28,6 +28,11 @@ OPEN_QUOTE = (
     "inside one is doubled)"
 )
 WRONG_WIDTH = "the row's number of fields differs from the header's"
+NOT_TEXT = (
+    "holds bytes that are not UTF-8 (read as U+FFFD) or U+FFFF, which the csv parser takes for the end of its input"
+)
+MAX_FIELDS = 20480
+"""The csv parser's most fields a line (Spark's `maxColumns`): a longer line is an error kept whole, unparsed."""
 READ_OPTIONS = {"escape": '"', "mode": "PERMISSIVE"}
 WRITE_OPTIONS = {
     "header": "true",
@@ -54,14 +59,12 @@ def column_names(header: list[str]) -> list[str]:
 
 
 def headers(lines: DataFrame, line: str, path: str, block: str, row: str) -> dict[str, tuple[int, str]]:
-    """Each file's header: its first line that is not empty, as (row, text), by file (one job over the lines)."""
-    firsts = (
-        lines.where(F.col(block) == 0)
-        .groupBy(path)
-        .agg(F.min(row).alias(row), F.min_by(line, row).alias(line))
-        .collect()
-    )
-    return {first[path]: (first[row], first[line]) for first in firsts}
+    """Each file's header: its first line that is not empty, as (row, text), by file (one job over the lines).
+
+    First by the split's start, then by the row id inside it: a file may begin with more blank lines than a split."""
+    at = F.struct(F.col(block), F.col(row))
+    firsts = lines.groupBy(path).agg(F.min(at).alias("at"), F.min_by(line, at).alias(line)).collect()
+    return {first[path]: (first["at"][row], first[line]) for first in firsts}
 
 
 def input_header(found: dict[str, tuple[int, str]], root: str, names: Sequence[str]) -> list[str]:
@@ -84,6 +87,11 @@ def input_header(found: dict[str, tuple[int, str]], root: str, names: Sequence[s
                 f"--input: {name}: its first line holds a bare \\r ({text[:120]!r}); allowed: lines ended by \\n or "
                 "\\r\\n (convert the file's line ends, e.g. with `tr '\\r' '\\n'`). Nothing was written"
             )
+        if "\ufffd" in text or "\uffff" in text or text.count(",") >= MAX_FIELDS:
+            raise InvalidInputError(
+                f"--input: {name}: its first line is no csv header ({text[:120]!r}: it {NOT_TEXT}, or names more "
+                f"than {MAX_FIELDS:,} columns); allowed: a UTF-8 first line naming the columns. Nothing was written"
+            )
         if not re.fullmatch(RECORD, text):
             raise InvalidInputError(
                 f"--input: {name}: its first line is no csv header ({text[:120]!r}: {OPEN_QUOTE}); allowed: a first "
@@ -98,7 +106,15 @@ def input_header(found: dict[str, tuple[int, str]], root: str, names: Sequence[s
                 "columns in the same order in every csv file of an input. Fix the file or move it to an input of its "
                 "own, then run the command again. Nothing was written"
             )
-    return column_names(first)
+    names = column_names(first)
+    lowered = [name.lower() for name in names]
+    if len(set(lowered)) < len(lowered):
+        clash = next(name for name in names if lowered.count(name.lower()) > 1)
+        raise InvalidInputError(
+            f"--input: {first_name}: its csv header {first} gives two columns the name {clash!r} (a name given twice "
+            "is numbered, an empty one is `_c<position>`); allowed: distinct column names. Nothing was written"
+        )
+    return names
 
 
 def parsed(
@@ -110,9 +126,16 @@ def parsed(
     heads = local_frame(spark, [(name, at) for name, (at, _) in found.items()], f"{path} string, {row} long", slices=1)
     records = lines.join(F.broadcast(heads), [path, row], "left_anti")
     schema = ", ".join(f"`{name.replace('`', '``')}` STRING" for name in [*columns, _BAD])
-    record = F.from_csv(F.col(line), schema, {**READ_OPTIONS, "columnNameOfCorruptRecord": _BAD})
-    why: Column = F.when(~F.col(line).rlike(rf"^{RECORD}\z"), F.lit(OPEN_QUOTE)).when(
-        record.getField(_BAD).isNotNull(), F.lit(WRONG_WIDTH)
+    text = F.col(line)
+    not_text = ~F.is_valid_utf8(text) | text.contains("\ufffd") | text.contains("\uffff")
+    too_wide = F.length(text) - F.length(F.replace(text, F.lit(","), F.lit(""))) >= MAX_FIELDS
+    parsable = F.when(not_text | too_wide, F.lit("")).otherwise(text)  # kept whole, not parsed
+    record = F.from_csv(parsable, schema, {**READ_OPTIONS, "columnNameOfCorruptRecord": _BAD})
+    why: Column = (
+        F.when(not_text, F.lit(NOT_TEXT))
+        .when(too_wide, F.lit(WRONG_WIDTH))
+        .when(~text.rlike(rf"^{RECORD}\z"), F.lit(OPEN_QUOTE))
+        .when(record.getField(_BAD).isNotNull(), F.lit(WRONG_WIDTH))
     )
     return records.select(
         *[record.getField(name).alias(name) for name in columns],

@@ -15,6 +15,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
@@ -138,6 +139,11 @@ def _check_spark_paths(args: argparse.Namespace) -> None:
                     f"--{name}: given {path!r}: a name holding a line break cannot be named in the one-line "
                     "messages and commands a run prints (its way out); allowed: names without line breaks. Rename "
                     "it; nothing was written"
+                )
+            if name in SPARK_PATH_OPTIONS and urlparse(path).scheme not in ("", "file") and "://" not in path:
+                raise InvalidArgumentError(
+                    f"--{name}: given {path}: the name before its first ':' reads as a URI scheme "
+                    f"({urlparse(path).scheme}:); allowed: ./{path} or an absolute path. Nothing was written"
                 )
             if name in SPARK_PATH_OPTIONS:
                 check_readable(f"--{name}", path)

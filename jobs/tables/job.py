@@ -192,7 +192,8 @@ def insert(
 
 def _checks(settings: TableSettings, schema: StructType, casted: bool) -> list[tuple[str, Any]]:
     checks: list[tuple[str, Any]] = [
-        (f"{problem} (csv)", F.col(CSV_PROBLEM) == problem) for problem in (csv_lines.OPEN_QUOTE, csv_lines.WRONG_WIDTH)
+        (f"{problem} (csv)", F.col(CSV_PROBLEM) == problem)
+        for problem in (csv_lines.NOT_TEXT, csv_lines.OPEN_QUOTE, csv_lines.WRONG_WIDTH)
     ]
     for name in settings.key:
         checks.append((f"key column '{name}' is null", F.col(f"`{name}`").isNull()))
