@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -92,6 +92,7 @@ class Registry:
     statuses: dict[str, int] = field(default_factory=dict)  # request path -> status without a schema
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, apikey header)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    before_answer: Callable[[], None] = lambda: None  # run once a request is recorded, before it is answered
 
     def serve(self, path: str, schema: dict[str, Any] | bytes) -> None:
         self.schemas[path] = schema if isinstance(schema, bytes) else json.dumps(schema).encode()
@@ -162,6 +163,7 @@ def trickling() -> Iterator[Registry]:
         def do_GET(self) -> None:
             with state.lock:
                 state.requests.append((self.path, self.headers.get("apikey")))
+            state.before_answer()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(TRICKLE_BYTES + 1))
@@ -496,16 +498,30 @@ def test_a_registry_that_never_finishes_its_answer_is_an_outage_at_the_lookup_de
 
 @pytest.mark.timeout(120)
 def test_once_the_runs_lookup_budget_is_spent_registries_are_not_asked(
-    trickling: Registry, monkeypatch: pytest.MonkeyPatch
+    trickling: Registry, waits: Waits, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(resolver_module, "RUN_LOOKUP_BUDGET_SECONDS", 0.5)  # the first lookup spends it all
-    res = Resolver.from_config(config(http("slow", trickling.uri)), "conf/resolver.json", lookup_deadline_seconds=0.5)
-    with pytest.raises(RegistryOutageError, match=r"within the lookup's deadline \(0.5 s, "):
+    # The time is the lookups' clock (`waits`), not the machine's: the registry's first answer starts only once the
+    # whole lookup deadline has passed on it, and never completes, so the first lookup spends the run's budget
+    # however busy the machine is. The sockets' own timeouts, in real seconds, are made longer than the test may
+    # take: a request the loopback server is slow to take up waits for it, and is recorded.
+    monkeypatch.setattr(resolver_module, "RUN_LOOKUP_BUDGET_SECONDS", 60.0)  # the first lookup spends it all
+    monkeypatch.setattr(http_module, "HTTP_CONNECT_SECONDS", 120.0)
+    monkeypatch.setattr(http_module, "HTTP_READ_SECONDS", 120.0)
+
+    def take_the_deadline() -> None:
+        waits.now += 60
+
+    trickling.before_answer = take_the_deadline
+    res = Resolver.from_config(config(http("slow", trickling.uri)), "conf/resolver.json", lookup_deadline_seconds=60)
+    with pytest.raises(RegistryOutageError) as first:
         res.lookup(THING)
+    missed = "no complete answer within the lookup's deadline (60 s, shred.iglu_lookup_deadline_seconds)"
+    assert str(first.value) == outage(f"slow (http {trickling.uri})", THING, 1, missed)
     with pytest.raises(RegistryOutageError) as err:
         res.lookup(THING.with_version(1, 0, 1))
-    assert "within the run's budget for Iglu lookups (0.5 s): 0 request(s), the last: not asked: past" in str(err.value)
+    assert "within the run's budget for Iglu lookups (60 s): 0 request(s), the last: not asked: past" in str(err.value)
     assert trickling.paths() == [f"/schemas/{THING.path}"]
+    assert (waits.now, waits.waited) == (60, [])
 
 
 @pytest.mark.timeout(300)  # a Spark session may start in this test, on a busy machine
