@@ -5,11 +5,13 @@ from __future__ import annotations
 import gzip
 import json
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import SparkSession
 
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
 from jobs.prog import local_prog
@@ -175,3 +177,19 @@ def write_lines(path: Path, lines: list[str]) -> None:
 def error_line(capsys: pytest.CaptureFixture[str]) -> str:
     """The last line a command wrote to standard error (its one-line error)."""
     return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@contextmanager
+def spark_conf(spark: SparkSession, **settings: str) -> Iterator[None]:
+    """Spark settings `settings` for the block, then the session's own again."""
+    previous: dict[str, str | None] = {key: spark.conf.get(key) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in previous.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)

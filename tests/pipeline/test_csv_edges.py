@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -18,25 +17,14 @@ from pyspark.sql import SparkSession
 
 from jobs.keyed.csv_lines import NOT_TEXT, WRONG_WIDTH
 from jobs.runtime.cli import main
+from tests.pipeline.helpers import spark_conf
 
 RUN1 = "2026-11-01-00-00-00"
 
 
-@contextmanager
-def split_bytes(spark: SparkSession, size: str) -> Iterator[None]:
+def split_bytes(spark: SparkSession, size: str) -> AbstractContextManager[None]:
     """Spark splits the input files in pieces of `size` bytes (a large file read by several tasks)."""
-    keys = {"spark.sql.files.maxPartitionBytes": size, "spark.sql.files.openCostInBytes": "0"}
-    previous = {key: spark.conf.get(key, None) for key in keys}
-    for key, value in keys.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, old in previous.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
+    return spark_conf(spark, **{"spark.sql.files.maxPartitionBytes": size, "spark.sql.files.openCostInBytes": "0"})
 
 
 def run_job(tmp_path: Path, job: str, source: Path) -> int:

@@ -6,8 +6,6 @@ import dataclasses
 import json
 import random
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,28 +14,13 @@ from pyspark.sql import SparkSession
 from jobs.enriched.badrows import PARSING_ERROR_SCHEMA
 from jobs.runtime.cli import main
 from jobs.tools.generate import GenerateOptions, generate
-from tests.pipeline.helpers import ID_A, ID_B, event, fields_of, read_lines, run_folder_content
+from tests.pipeline.helpers import ID_A, ID_B, event, fields_of, read_lines, run_folder_content, spark_conf
 
 RUN_ID = "2026-11-22-03-00-00"
 
 
 def dedup(input_path: Path, output: Path, *extra: str) -> int:
     return main(["dedup", "--input", str(input_path), "--output", str(output), "--run-id", RUN_ID, *extra])
-
-
-@contextmanager
-def spark_conf(spark: SparkSession, **settings: str) -> Iterator[None]:
-    previous: dict[str, str | None] = {key: spark.conf.get(key) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, old in previous.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
 
 
 GENERATED = GenerateOptions(events=3000, seed=11, files=3, duplicate_share=0.05, bad_share=0.01)
