@@ -1,6 +1,5 @@
 """Seams found by the last attack on issue 44 along ../shared/FAULTS.md (dedup with a manifest or a ledger): a
-redo of a completed run, a lost or damaged ledger entry, and the printed ways out of a stopped run. Two are open
-(strict xfail: they fail until fixed, and flag the fix when it lands)."""
+redo of a completed run, a lost or damaged ledger entry, and the printed ways out of a stopped run."""
 
 from __future__ import annotations
 
@@ -46,17 +45,19 @@ def test_a_completed_runs_redo_with_less_input_is_refused_and_either_way_out_kee
     input restored) leave every event of 0-14 in exactly one completed good/.
     """
     manifest = f"sqlite:{tmp_path / 'manifest.db'}" if backend == "sqlite" else f"lake:{tmp_path / 'lake'}"
-    out = tmp_path / "out"
+    out, config = tmp_path / "out", tmp_path / "config.json"
+    config.write_text('{"manifest": {"buckets": 4}}')  # a lake of 4 bucket files a segment, not 64: quicker
+    settings = ("--config", str(config))
     write_lines(tmp_path / "in-a" / "part-0.tsv", numbered_events(range(0, 5)))
     write_lines(tmp_path / "in-a" / "part-1.tsv", numbered_events(range(5, 10)))
     write_lines(tmp_path / "in-b" / "part-0.tsv", numbered_events(range(5, 15)))
-    assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest, "--create")) == 0
-    assert main(dedup(tmp_path / "in-b", out, RUN_B, manifest)) == 0
+    assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest, "--create", *settings)) == 0
+    assert main(dedup(tmp_path / "in-b", out, RUN_B, manifest, *settings)) == 0
     assert read_lines(out / f"run={RUN_B}" / "good") == sorted(numbered_events(range(10, 15)))
     part = (tmp_path / "in-a" / "part-1.tsv").read_bytes()
     (tmp_path / "in-a" / "part-1.tsv").unlink()
     capsys.readouterr()
-    assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest)) == 2
+    assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest, *settings)) == 2
     assert error_line(capsys) == (
         f"error: --input: run {RUN_A} completed in {out / f'run={RUN_A}'}, recording 5 event(s) in {manifest} that "
         "this input no longer holds; a redo would take them out of the manifest, and a later run may have found "
@@ -64,10 +65,10 @@ def test_a_completed_runs_redo_with_less_input_is_refused_and_either_way_out_kee
         "the files), or a new run id for the changed batch (the completed run stays as it is). Nothing was written"
     )
     assert good_everywhere(out) == sorted(numbered_events(range(0, 15)))  # A's completed folder as it was
-    assert main(dedup(tmp_path / "in-a", out, RUN_C_LATER, manifest)) == 0  # a new run id: 0-4 are copies
+    assert main(dedup(tmp_path / "in-a", out, RUN_C_LATER, manifest, *settings)) == 0  # a new run id: 0-4 are copies
     assert read_lines(out / f"run={RUN_C_LATER}" / "good") == []
     (tmp_path / "in-a" / "part-1.tsv").write_bytes(part)  # or the input it completed with: the redo is allowed
-    assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest)) == 0
+    assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest, *settings)) == 0
     assert good_everywhere(out) == sorted(numbered_events(range(0, 15)))
 
 
