@@ -33,7 +33,7 @@ from jobs.errors import InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.input import Input, UnreadableFile, open_input, read_whole, require_input
 from jobs.fs.paths import absolute, check_apart, qualified
-from jobs.fs.run_folder import RunFolder
+from jobs.fs.run_folder import COMPLETED_BEFORE, RunFolder
 from jobs.fs.runs import run_timestamp
 from jobs.fs.shreds import PendingShred
 from jobs.incremental.ledger import Plan, Window, plan_run, record_read
@@ -223,21 +223,31 @@ def _run_in_folder(
     return summary
 
 
-def _refuse_a_shrunk_redo(manifest: Manifest, pairs: DataFrame, run: ManifestRun, folder: str) -> None:
-    """A redo of a completed run would remove the entries of the events its input no longer holds; a later run may
-    have found those events as copies of this run's, so they would be in no completed output.
+def _refuse_a_shrunk_redo(manifest: Manifest, pairs: DataFrame, run: ManifestRun, folder: RunFolder) -> None:
+    """A redo of a completed run (or of its redo, stopped before its seal) would remove the entries of the events its
+    input no longer holds; a later run may have found those events as copies of this run's, so they would be in no
+    completed output.
 
     Raises:
         InvalidArgumentError: the batch lacks events the completed attempt recorded (nothing was written).
     """
     lacking = manifest.leftovers(pairs, run)
-    if lacking:
+    if not lacking:
+        return
+    recorded = (
+        f"--input: run {run.run_id} completed in {folder.path}, recording {lacking:,} event(s) in {manifest.uri} "
+        "that this input no longer holds; a redo would take them out of the manifest, and a later run may have found "
+        "them as copies, so they would be in no completed output."
+    )
+    if folder.sealed:
         raise InvalidArgumentError(
-            f"--input: run {run.run_id} completed in {folder}, recording {lacking:,} event(s) in {manifest.uri} that "
-            "this input no longer holds; a redo would take them out of the manifest, and a later run may have found "
-            "them as copies, so they would be in no completed output. Allowed: the input it completed with (restore "
-            "the files), or a new run id for the changed batch (the completed run stays as it is). Nothing was written"
+            f"{recorded} Allowed: the input it completed with (restore the files), or a new run id for the changed "
+            "batch (the completed run stays as it is). Nothing was written"
         )
+    raise InvalidArgumentError(
+        f"{recorded} A redo of it stopped before its seal ({folder.path}/{COMPLETED_BEFORE}), so only the input it "
+        "completed with may redo it: restore the files, then run again. Nothing was written"
+    )
 
 
 def tasks_at_once(spark: SparkSession) -> int:
@@ -286,8 +296,8 @@ def _deduplicate(
     try:
         if manifest is not None:
             progress(f"checking the manifest {manifest.uri}")
-            if manifest_run.replaces and folder.sealed:
-                _refuse_a_shrunk_redo(manifest, delivered_pairs(events), manifest_run, folder.path)
+            if manifest_run.replaces and folder.completed_before:
+                _refuse_a_shrunk_redo(manifest, delivered_pairs(events), manifest_run, folder)
             if manifest.records_when_checked:  # registered before the first pair is written
                 before_manifest_write()
             check = manifest.check_pairs(

@@ -21,6 +21,9 @@ from jobs.fs.paths import written
 from jobs.fs.runs import run_folder, run_lease
 
 STAGING = "_staging"
+# Left in the folder of a completed run that a redo is replacing, until the redo seals: a redo stopped halfway is
+# still the redo of a completed run, whose manifest entries later runs may have decided against.
+COMPLETED_BEFORE = "_COMPLETED_BEFORE"
 
 
 class RunFolder:
@@ -37,7 +40,7 @@ class RunFolder:
         self.path = run_folder(output, run_id)
         self.run_id = run_id
         self.job = job
-        self.entries = frozenset([*entries, SUMMARY, SUCCESS_MARKER, STAGING])
+        self.entries = frozenset([*entries, SUMMARY, SUCCESS_MARKER, STAGING, COMPLETED_BEFORE])
         self._fs = FileSystem(spark)
         self.lease = FileLease(spark, run_lease(output, run_id), self.path, job, run_id)
         # Only the run folder gets a _SUCCESS marker, not each output inside it.
@@ -83,10 +86,24 @@ class RunFolder:
         """The folder holds a completed run (`_SUCCESS`)."""
         return self._fs.exists(f"{self.path}/{SUCCESS_MARKER}")
 
+    @property
+    def completed_before(self) -> bool:
+        """The folder holds a completed run, or held one and a redo of it has not sealed yet (`COMPLETED_BEFORE`)."""
+        return self.sealed or self._fs.exists(f"{self.path}/{COMPLETED_BEFORE}")
+
     def clear(self) -> None:
-        """Remove what an earlier attempt of this run wrote: `_SUCCESS` first, so no reader takes the rest as whole."""
+        """Remove what an earlier attempt of this run wrote: `_SUCCESS` first, so no reader takes the rest as whole.
+        A completed run's folder gets `COMPLETED_BEFORE` before its `_SUCCESS` goes, and keeps it until `seal`."""
+        marker = f"{self.path}/{COMPLETED_BEFORE}"
+        if self.sealed:
+            self._fs.write_bytes(marker, b"")
         self._fs.delete(f"{self.path}/{SUCCESS_MARKER}")
-        self._fs.delete(self.path)
+        if not self._fs.exists(marker):
+            self._fs.delete(self.path)
+            return
+        for name in self._fs.children(self.path):
+            if name != COMPLETED_BEFORE:
+                self._fs.delete(f"{self.path}/{name}")
 
     def write_text(self, name: str, lines: DataFrame, compression: str) -> str:
         """Write a one-column DataFrame as text files under `name/`."""
@@ -148,6 +165,7 @@ class RunFolder:
     def seal(self) -> None:
         """Mark the run complete. Written last, so its presence means every output is whole."""
         self._fs.write_bytes(f"{self.path}/{SUCCESS_MARKER}", b"")
+        self._fs.delete(f"{self.path}/{COMPLETED_BEFORE}")
 
 
 def _not_utf8_names(path: str) -> list[str]:

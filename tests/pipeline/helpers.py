@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
+from jobs.fs.run_folder import RunFolder
 from jobs.prog import local_prog
 from jobs.runtime.cli import main
 
@@ -193,3 +194,15 @@ def spark_conf(spark: SparkSession, **settings: str) -> Iterator[None]:
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, old)
+
+
+def killed_at_seal(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
+    """Run `argv`, failing at its seal: after its output and every manifest write (what `kill -9` there leaves: the
+    manifest's pairs, the register entry, no `_SUCCESS`), the leases released on the way out as a failed run's are."""
+
+    def dying(self: RunFolder) -> None:
+        raise RuntimeError("killed at the seal")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(RunFolder, "seal", dying)
+        assert main(argv) == 1

@@ -390,7 +390,11 @@ def test_a_rerun_removes_success_before_anything_else(
     monkeypatch.setattr(FileSystem, "delete", recording_delete)
     assert main(argv) == 0
     run = f"{output}/run={RUN_ID}"
-    assert deleted[:2] == [f"{run}/_SUCCESS", run]
+    # _SUCCESS first; the earlier attempt's outputs next, the marker of a completed run's redo kept until the seal
+    assert deleted[0] == f"{run}/_SUCCESS"
+    cleared = [path.rsplit("/", 1)[1] for path in deleted[1:6]]
+    assert cleared == ["bad", "duplicates", "good", "quarantine", "summary.json"]
+    assert f"{run}/_COMPLETED_BEFORE" in deleted and not Path(run, "_COMPLETED_BEFORE").exists()
     assert run_folder_content(output / f"run={RUN_ID}") == first
 
 

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.fs.run_folder import RunFolder
 from jobs.runtime.cli import main
-from tests.pipeline.helpers import PROG, error_line, event, job_words, read_lines
+from tests.pipeline.helpers import PROG, error_line, event, job_words, killed_at_seal, read_lines
 from tests.pipeline.helpers import numbered_id as uuid
 from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
 
@@ -37,17 +36,6 @@ def batch(path: Path, lines: list[str]) -> Path:
 def dedup(input_path: Path, output: Path, run_id: str, manifest: str, *extra: str) -> list[str]:
     return ["dedup", "--input", str(input_path), "--output", str(output), "--run-id", run_id,
             "--manifest", manifest, *extra]  # fmt: skip
-
-
-def killed_at_seal(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
-    """Run `argv`, failing at its seal: after its output and every manifest write."""
-
-    def dying(self: RunFolder) -> None:
-        raise RuntimeError("killed at the seal")
-
-    with monkeypatch.context() as patched:
-        patched.setattr(RunFolder, "seal", dying)
-        assert main(argv) == 1
 
 
 def good(output: Path, run_id: str) -> list[str]:
