@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import time
+from collections import Counter
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -13,10 +16,11 @@ from pyspark.sql import functions as F
 
 from jobs import __version__
 from jobs.config import JobConfig
-from jobs.contract import Progress
+from jobs.contract import GOOD, SUCCESS_MARKER, Progress
 from jobs.dedup.job import manifest_for, tasks_at_once
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
+from jobs.fs import store
 from jobs.fs.input import Input, count_lines, open_input, read_whole, require_input
 from jobs.fs.paths import absolute
 from jobs.fs.runs import run_timestamp
@@ -25,6 +29,10 @@ from jobs.manifest.base import SEEN_EARLIER
 from jobs.manifest.writer_lease import writer_lease
 from jobs.runtime.summary import table
 
+# A file a dedup run writes in its run folder: `…/run=ID/good/…` (duplicates/, quarantine/, bad/, summary.json).
+DEDUP_RUN_OUTPUT = re.compile(
+    r"^(?P<run>.*/run=[0-9]{4}(?:-[0-9]{2}){5})/(?P<folder>good|duplicates|quarantine|bad|summary\.json)(?:/|$)"
+)
 NO_MANIFEST_URI = (
     "--manifest: none given and the config has no manifest.uri; allowed: sqlite:PATH, dynamodb://TABLE or lake:PATH"
 )
@@ -63,8 +71,9 @@ def run(
         return _load_export(spark, manifest, input_path, run_id, progress, started_at, started)
     manifest, pacing = manifest.paced(tasks_at_once(spark))  # a back-fill is the heaviest load a table gets
     with writer_lease(spark, manifest, "populate-manifest", run_id):
+        listing, not_delivered = delivered_files(input_path)
         progress(f"reading every input file under {input_path} once")
-        source, _ = read_whole(spark, open_input(spark, input_path), config.input.skip_unreadable, count_lines)
+        source, _ = read_whole(spark, open_input(spark, input_path, listing), config.input.skip_unreadable, count_lines)
         summary = _populate(
             spark,
             config,
@@ -80,11 +89,46 @@ def run(
         "version": __version__,
         "run_id": run_id,
         "input": input_path,
-        "input_files": source.summary(),
+        "input_files": {**source.summary(), "not_delivered": not_delivered},
         **summary,
         "started_at": started_at.isoformat(timespec="seconds"),
         "wall_time_seconds": round(time.monotonic() - started, 3),
     }
+
+
+def delivered_files(input_path: str) -> tuple[store.Listing, dict[str, int]]:
+    """The input files a back-fill records, and how many it leaves out by folder. Of a dedup run folder under the
+    input (`…/run=ID/good/…`), only the `good/` of a completed run was delivered: its `duplicates/`, `quarantine/`,
+    `bad/` and `summary.json` are left out, and a run folder without `_SUCCESS` stops the back-fill. Every other
+    file is read.
+
+    Raises:
+        InvalidArgumentError: the input holds a dedup run folder that has not completed (nothing was written).
+    """
+    listing = store.list_input(input_path)
+    kept, left_out, sealed = [], Counter[str](), dict[str, bool]()
+    for file in listing.files:
+        output = DEDUP_RUN_OUTPUT.match(file.path)
+        if output is None:
+            kept.append(file)
+            continue
+        run = output["run"]
+        if run not in sealed:
+            sealed[run] = store.exists(f"{run}/{SUCCESS_MARKER}")
+        if sealed[run] and output["folder"] == GOOD:
+            kept.append(file)
+        elif sealed[run]:
+            left_out[output["folder"] if output["folder"] == "summary.json" else f"{output['folder']}/"] += 1
+    unfinished = sorted(run for run, done in sealed.items() if not done)
+    if unfinished:
+        raise InvalidArgumentError(
+            f"--input: {input_path} holds {len(unfinished)} dedup run folder(s) without {SUCCESS_MARKER}: "
+            f"{', '.join(unfinished[:3])}{', …' if len(unfinished) > 3 else ''}; a run that has not completed "
+            "delivered none of its events, so they are not recorded as delivered. Allowed: completed run folders "
+            "only: complete each (its redo, as its manifest's message prints) or give an --input without it. "
+            "Nothing was written"
+        )
+    return dataclasses.replace(listing, files=tuple(kept)), dict(sorted(left_out.items()))
 
 
 def _populate(
@@ -163,6 +207,8 @@ def render(summary: dict[str, Any]) -> str:
             ("pairs already present", counts["pairs_already_present"]),
             ("manifest requests", summary["manifest"]["requests"]),
         ]
+        not_delivered = summary["input_files"].get("not_delivered", {})
+        figures += [(f"files left out: {name}", files) for name, files in not_delivered.items()]
     rows = [(name, f"{value:,}") for name, value in figures] + [("wall time", f"{summary['wall_time_seconds']:.1f} s")]
     return table(
         f"Winnow populate-manifest  run {summary['run_id']}", rows, [f"  manifest: {summary['manifest']['uri']}"]

@@ -247,3 +247,49 @@ def test_the_printed_abandon_names_a_relative_manifest_by_its_absolute_path(
     abandon = line.split("If its input is gone for good, ", 1)[1].split(" abandons it", 1)[0]
     monkeypatch.chdir(tmp_path)
     assert main(job_words(abandon)) == 0, error_line(capsys)
+
+
+def test_a_backfill_from_an_output_folder_records_only_what_completed_runs_delivered(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FAULTS 3 (a manifest moved between backends while a run is unfinished).
+
+    Given: on a SQLite manifest, run A delivers events 0-4 (a copy of event 0 in its duplicates/) and run B (5-9) is
+    killed at its seal, its good/ in place. The manifest is moved to a lake with `populate-manifest` over the output
+    folder. Before: the back-fill read every file under it, B's unsealed good/ too (exit 0): the lake then held B's
+    events as delivered, and the next run found them as copies, in no completed good/. Now: refused while B has not
+    completed; once B is redone, only the completed runs' good/ is recorded (duplicates/ left out, counted), and the
+    next run on the lake delivers every event once.
+    """
+    out, sqlite, lake = tmp_path / "out", f"sqlite:{tmp_path / 'manifest.db'}", f"lake:{tmp_path / 'lake'}"
+    config = tmp_path / "config.json"
+    config.write_text('{"manifest": {"buckets": 4}}')
+    write_lines(tmp_path / "in-a" / "part-0.tsv", numbered_events([0, 1, 2, 3, 4, 0]))
+    write_lines(tmp_path / "in-b" / "part-0.tsv", numbered_events(range(5, 10)))
+    write_lines(tmp_path / "in-c" / "part-0.tsv", numbered_events(range(0, 11)))
+    assert main(dedup(tmp_path / "in-a", out, RUN_A, sqlite, "--create")) == 0
+    killed_at_seal(monkeypatch, dedup(tmp_path / "in-b", out, RUN_B, sqlite))
+    populate = ["populate-manifest", "--input", str(out), "--manifest", lake, "--config", str(config),
+                "--run-id", RUN_C]  # fmt: skip
+    capsys.readouterr()
+    assert main([*populate, "--create"]) == 2
+    assert error_line(capsys) == (
+        f"error: --input: {out} holds 1 dedup run folder(s) without _SUCCESS: {out}/run={RUN_B}; a run that has not "
+        "completed delivered none of its events, so they are not recorded as delivered. Allowed: completed run "
+        "folders only: complete each (its redo, as its manifest's message prints) or give an --input without it. "
+        "Nothing was written"
+    )
+    assert not any((tmp_path / "lake").glob("_commits/*"))
+
+    assert main(dedup(tmp_path / "in-b", out, RUN_B, sqlite)) == 0  # B completed: its redo
+    capsys.readouterr()
+    assert main([*populate, "--create"]) == 0
+    summary = capsys.readouterr().out
+    assert [line.split() for line in summary.splitlines() if "left out" in line or "pairs recorded" in line] == [
+        ["pairs", "recorded", "10"],
+        ["files", "left", "out:", "duplicates/", "1"],
+        ["files", "left", "out:", "summary.json", "2"],
+    ]  # B's events with A's: the good/ of completed runs only
+    assert main(dedup(tmp_path / "in-c", out, RUN_C_LATER, lake, "--config", str(config))) == 0
+    assert read_lines(out / f"run={RUN_C_LATER}" / "good") == numbered_events([10])
+    assert good_everywhere(out) == sorted(numbered_events(range(0, 11)))
