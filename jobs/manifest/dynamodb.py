@@ -29,7 +29,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError, ConnectionClosedError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
 
 from jobs.contract import (
     DYNAMODB_ETL_TIME,
@@ -72,8 +79,8 @@ class ManifestThrottledError(ManifestError):
 
 
 class ManifestServerError(ManifestError):
-    """A request kept failing with a transient server error for longer than `manifest.throttle_patience_seconds`:
-    the run stops (exit 1)."""
+    """A request kept failing with a transient server error for longer than `manifest.throttle_patience_seconds`, or
+    got no answer in botocore's attempts: the run stops (exit 1)."""
 
     exit_code = 1
 
@@ -345,6 +352,14 @@ class DynamoDbClient(ManifestClient):
             try:
                 response: dict[str, Any] = getattr(self.client, operation)(**request)
                 return response
+            except (ReadTimeoutError, ConnectTimeoutError, EndpointConnectionError) as err:
+                # botocore's attempts are spent, each past its timeout: an outage, named, never a verdict.
+                attempts = self.client.meta.config.retries.get("total_max_attempts", "all its")
+                raise ManifestServerError(
+                    f"manifest table {self.table}: a {operation} got no answer in {attempts} attempts "
+                    f"({type(err).__name__}: {err}; {time.monotonic() - started:.0f} s); nothing is lost: rerun with "
+                    "the same run id once DynamoDB answers"
+                ) from err
             except (ClientError, ConnectionClosedError) as err:
                 throttled = (
                     isinstance(err, ClientError) and err.response.get("Error", {}).get("Code") in THROTTLING_CODES

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,3 +158,25 @@ def test_server_errors_past_the_patience_stop_the_run_with_one_line(
         line,
     ), line
     assert not (out / f"run={RUNS[0]}" / "_SUCCESS").exists()
+
+
+def test_a_manifest_request_that_gets_no_answer_stops_naming_the_table_and_the_way_out() -> None:
+    """FAULTS 6 (DynamoDB answering slowly). Before: botocore's ReadTimeoutError left the task, and the run ended on
+    `Py4JJavaError: An error occurred while calling o455.count.` (attack 6). Now the request's failure names the table,
+    the operation, the cause and the way out (`ManifestServerError`, which the run's last line shows whole)."""
+    from botocore.config import Config
+
+    from jobs.manifest.dynamodb import DynamoDbClient, ManifestServerError
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts connections, never answers
+        config = Config(read_timeout=0.2, connect_timeout=1, retries={"mode": "standard", "total_max_attempts": 2})
+        client = boto3.client("dynamodb", endpoint_url=f"http://127.0.0.1:{silent.getsockname()[1]}", config=config)
+        manifest = DynamoDbClient(client, "events-manifest", concurrency=1, patience_seconds=1)
+        with pytest.raises(ManifestServerError) as stopped:
+            manifest.call("put_item", None, TableName="events-manifest", Item={"eventId": {"S": "e"}})
+    assert re.fullmatch(
+        r"manifest table events-manifest: a put_item got no answer in 2 attempts \(ReadTimeoutError: Read timeout on "
+        r"endpoint URL: \"http://127\.0\.0\.1:[0-9]+/\"; [0-9]+ s\); nothing is lost: rerun with the same run id "
+        r"once DynamoDB answers",
+        str(stopped.value),
+    ), stopped.value
