@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from jobs import __version__
 from jobs.config import JobConfig
-from jobs.contract import GOOD, SUCCESS_MARKER, Progress
+from jobs.contract import GOOD, SUCCESS_MARKER, SUMMARY, Progress
 from jobs.dedup.job import manifest_for, tasks_at_once
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
@@ -118,7 +118,7 @@ def delivered_files(input_path: str) -> tuple[store.Listing, dict[str, int]]:
         if sealed[run] and output["folder"] == GOOD:
             kept.append(file)
         elif sealed[run]:
-            left_out[output["folder"] if output["folder"] == "summary.json" else f"{output['folder']}/"] += 1
+            left_out[output["folder"] if output["folder"] == SUMMARY else f"{output['folder']}/"] += 1
     unfinished = sorted(run for run, done in sealed.items() if not done)
     if unfinished:
         raise InvalidArgumentError(
