@@ -70,6 +70,8 @@ SERVER_ERROR_CODES = {"InternalServerError", "ServiceUnavailable"}
 SERVER_ERROR_STATUSES = {500, 503}
 EXPECTED_KEYS = [(ID, "HASH", "S"), (FINGERPRINT, "RANGE", "S")]
 LONGEST_WAIT_SECONDS = 20.0
+BOTOCORE_TIMEOUT_SECONDS = 60.0  # botocore's default read and connect timeouts
+SHORTEST_TIMEOUT_SECONDS = 5.0  # a busy table's answer, or a loaded machine's, may take a few seconds
 
 
 class ManifestThrottledError(ManifestError):
@@ -166,10 +168,17 @@ class DynamoDbManifest(RequestManifest):
         import boto3
         from botocore.config import Config
 
+        # Each attempt waits for an answer at most its share of the patience (botocore's 60 s at most), so a table
+        # that stops answering stops the run within about manifest.throttle_patience_seconds.
+        timeout = min(
+            BOTOCORE_TIMEOUT_SECONDS, max(SHORTEST_TIMEOUT_SECONDS, self.patience_seconds / self.max_attempts)
+        )
         config = Config(
             # total_max_attempts counts the first attempt too (`max_attempts` here would mean retries).
             retries={"mode": "adaptive", "total_max_attempts": self.max_attempts},
             max_pool_connections=max_pool_connections,
+            read_timeout=timeout,
+            connect_timeout=timeout,
         )
         return boto3.client("dynamodb", region_name=self.region, endpoint_url=self.endpoint_url, config=config)
 
@@ -356,7 +365,7 @@ class DynamoDbClient(ManifestClient):
                 # botocore's attempts are spent, each past its timeout: an outage, named, never a verdict.
                 attempts = self.client.meta.config.retries.get("total_max_attempts", "all its")
                 raise ManifestServerError(
-                    f"manifest table {self.table}: a {operation} got no answer in {attempts} attempts "
+                    f"manifest table {self.table}: a {operation} got no answer in {attempts} attempt(s) "
                     f"({type(err).__name__}: {err}; {time.monotonic() - started:.0f} s); nothing is lost: rerun with "
                     "the same run id once DynamoDB answers"
                 ) from err

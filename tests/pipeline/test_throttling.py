@@ -160,23 +160,28 @@ def test_server_errors_past_the_patience_stop_the_run_with_one_line(
     assert not (out / f"run={RUNS[0]}" / "_SUCCESS").exists()
 
 
-def test_a_manifest_request_that_gets_no_answer_stops_naming_the_table_and_the_way_out() -> None:
-    """FAULTS 6 (DynamoDB answering slowly). Before: botocore's ReadTimeoutError left the task, and the run ended on
-    `Py4JJavaError: An error occurred while calling o455.count.` (attack 6). Now the request's failure names the table,
-    the operation, the cause and the way out (`ManifestServerError`, which the run's last line shows whole)."""
-    from botocore.config import Config
-
-    from jobs.manifest.dynamodb import DynamoDbClient, ManifestServerError
+def test_a_manifest_request_that_gets_no_answer_stops_within_the_patience_naming_the_table_and_the_way_out() -> None:
+    """FAULTS 6 (DynamoDB answering slowly). Before: each of botocore's attempts waited out its 60 s timeout whatever
+    `manifest.throttle_patience_seconds` said (a 20 s patience ran 150-540 s), and botocore's ReadTimeoutError left the
+    task: the run ended on `Py4JJavaError: An error occurred while calling o455.count.` (attack 6). Now each attempt
+    waits its share of the patience, and the failure names the table, the operation, the cause and the way out
+    (`ManifestServerError`, which the run's last line shows whole)."""
+    from jobs.manifest.dynamodb import DynamoDbClient, DynamoDbManifest, ManifestServerError
 
     with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts connections, never answers
-        config = Config(read_timeout=0.2, connect_timeout=1, retries={"mode": "standard", "total_max_attempts": 2})
-        client = boto3.client("dynamodb", endpoint_url=f"http://127.0.0.1:{silent.getsockname()[1]}", config=config)
-        manifest = DynamoDbClient(client, "events-manifest", concurrency=1, patience_seconds=1)
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        table = DynamoDbManifest("dynamodb://events-manifest", "events-manifest", "eu-west-1", endpoint,
+                                 max_attempts=1, patience_seconds=5)  # fmt: skip
+        client = table._client()
+        assert (client.meta.config.read_timeout, client.meta.config.connect_timeout) == (5, 5)
+        manifest = DynamoDbClient(client, "events-manifest", concurrency=1, patience_seconds=5)
         with pytest.raises(ManifestServerError) as stopped:
             manifest.call("put_item", None, TableName="events-manifest", Item={"eventId": {"S": "e"}})
     assert re.fullmatch(
-        r"manifest table events-manifest: a put_item got no answer in 2 attempts \(ReadTimeoutError: Read timeout on "
+        r"manifest table events-manifest: a put_item got no answer in 1 attempt\(s\) \(ReadTimeoutError: Read timeout on "
         r"endpoint URL: \"http://127\.0\.0\.1:[0-9]+/\"; [0-9]+ s\); nothing is lost: rerun with the same run id "
         r"once DynamoDB answers",
         str(stopped.value),
     ), stopped.value
+    default = DynamoDbManifest("dynamodb://t", "t")._client().meta.config
+    assert (default.read_timeout, default.connect_timeout) == (60, 60)  # the default patience (3600 s): botocore's own
