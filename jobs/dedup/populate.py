@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from jobs import __version__
 from jobs.config import JobConfig
-from jobs.contract import GOOD, SUCCESS_MARKER, SUMMARY, Progress
+from jobs.contract import BAD, DUPLICATES, GOOD, QUARANTINE, SUCCESS_MARKER, SUMMARY, Progress
 from jobs.dedup.job import manifest_for, tasks_at_once
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
@@ -31,7 +31,8 @@ from jobs.runtime.summary import table
 
 # A file a dedup run writes in its run folder: `…/run=ID/good/…` (duplicates/, quarantine/, bad/, summary.json).
 DEDUP_RUN_OUTPUT = re.compile(
-    r"^(?P<run>.*/run=[0-9]{4}(?:-[0-9]{2}){5})/(?P<folder>good|duplicates|quarantine|bad|summary\.json)(?:/|$)"
+    r"^(?P<run>.*/run=[0-9]{4}(?:-[0-9]{2}){5})/"
+    f"(?P<folder>{'|'.join(map(re.escape, (GOOD, DUPLICATES, QUARANTINE, BAD, SUMMARY)))})(?:/|$)"
 )
 NO_MANIFEST_URI = (
     "--manifest: none given and the config has no manifest.uri; allowed: sqlite:PATH, dynamodb://TABLE or lake:PATH"
@@ -62,16 +63,17 @@ def run(
     started_at, started = datetime.now(UTC), time.monotonic()
     run_time = run_timestamp(run_id)
     require_manifest_uri(config)
+    input_path = absolute(input_path)
+    require_input(spark, input_path)
+    if input_format == "enriched":  # refused before the manifest is created or touched
+        listing, not_delivered = delivered_files(input_path)
     manifest = manifest_for(config, create_manifest)
     if manifest is None:  # cannot happen with a URI set; narrows the type
         raise InvalidArgumentError(NO_MANIFEST_URI)
-    input_path = absolute(input_path)
-    require_input(spark, input_path)
     if input_format == "dynamodb-export":
         return _load_export(spark, manifest, input_path, run_id, progress, started_at, started)
     manifest, pacing = manifest.paced(tasks_at_once(spark))  # a back-fill is the heaviest load a table gets
     with writer_lease(spark, manifest, "populate-manifest", run_id):
-        listing, not_delivered = delivered_files(input_path)
         progress(f"reading every input file under {input_path} once")
         source, _ = read_whole(spark, open_input(spark, input_path, listing), config.input.skip_unreadable, count_lines)
         summary = _populate(
