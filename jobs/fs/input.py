@@ -50,7 +50,9 @@ def text_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
 
 
 def without_crlf_cr(line: Column) -> Column:
-    """A line read up to `\n` (`lineSep`) without the `\r` of a CRLF ending; any other `\r` is data."""
+    """A line read up to `\n` (`lineSep`) without the `\r` of a CRLF ending; any other `\r` is data. A file's last
+    line ending in `\r` loses it too (Spark does not say which line had no `\n`): read as a CRLF file cut before its
+    last `\n`, as csv readers read it."""
     return F.when(line.endswith("\r"), F.substring(line, F.lit(1), F.length(line) - 1)).otherwise(line)
 
 

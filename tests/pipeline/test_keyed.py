@@ -487,16 +487,21 @@ CSV_CASES = [  # (the line in the file, where it goes, the fields as read, the l
 ]
 
 
-@pytest.mark.parametrize("line_end", [b"\n", b"\r\n"], ids=["lf", "crlf"])
+@pytest.mark.parametrize(
+    ("line_end", "file_end"),
+    [(b"\n", b"\n"), (b"\r\n", b"\r\n"), (b"\n", b""), (b"\r\n", b"\r")],
+    ids=["lf", "crlf", "no-last-line-end", "crlf-cut-before-its-last-lf"],
+)
 def test_csv_lines_are_read_as_rfc_4180_says_and_written_back_so(
-    spark: SparkSession, tmp_path: Path, line_end: bytes
+    spark: SparkSession, tmp_path: Path, line_end: bytes, file_end: bytes
 ) -> None:
     """Before: `"x""y"` was read as '"x""y"' (quotes kept, exit 0); `d,x\\ry` was cut into the record (d, x) and an
     error row y; `f,"p` + `q",g` (a quoted line break) gave the record (f, p) and the record (q", g); `12" pipe` was
-    read as data. Each record is now as RFC 4180 reads it; each line that is none is an error kept as read."""
+    read as data. Each record is now as RFC 4180 reads it; each line that is none is an error kept as read. The
+    file's last line ends at the file's end, or at a `\\r` there (a CRLF file cut before its last `\\n`)."""
     folder = tmp_path / "in"
     folder.mkdir()
-    (folder / "a.csv").write_bytes(line_end.join([b"\xef\xbb\xbfid,v", *[line for line, *_ in CSV_CASES]]) + line_end)
+    (folder / "a.csv").write_bytes(line_end.join([b"\xef\xbb\xbfid,v", *[line for line, *_ in CSV_CASES]]) + file_end)
     summary = keyed(spark, tmp_path, folder)
     errors = [case for case in CSV_CASES if case[1] == "error"]
     assert summary["counts"] == {"input": len(CSV_CASES), "unique": len(CSV_CASES) - len(errors), "duplicate": 0,
