@@ -60,6 +60,9 @@ LAKE_COLUMNS = (("id_hi", "BIGINT"), ("id_lo", "BIGINT"), ("fingerprint", "BIGIN
 GOOD, DUPLICATES, QUARANTINE, BAD = "good", "duplicates", "quarantine", "bad"
 SUMMARY = "summary.json"
 SUCCESS_MARKER = "_SUCCESS"
+# Left in the folder of a completed run that a redo is replacing, until the redo seals: a redo stopped halfway is
+# still the redo of a completed run, whose manifest entries later runs may have decided against.
+COMPLETED_BEFORE = "_COMPLETED_BEFORE"
 
 # Where shred (rdb layout) sends its shredding_complete message: the config's `shred.queue`, also checked by cdk/.
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo|[A-Za-z0-9_-]{1,80}")

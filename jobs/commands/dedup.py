@@ -10,7 +10,7 @@ from jobs.config import LAYOUTS, SYNTHETIC_STRATEGIES, JobConfig
 from jobs.errors import InvalidArgumentError
 from jobs.fs.paths import absolute
 from jobs.fs.shreds import PendingShred, require_earlier_shred_complete
-from jobs.incremental.ledger import Window, window_from
+from jobs.incremental.window import Window, window_from
 from jobs.runtime import preflight
 from jobs.runtime.cli import add_run_options, run_spark_job
 

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from jobs import __version__, contract
 from jobs.config import JobConfig, SyntheticStrategy
-from jobs.contract import Progress
+from jobs.contract import COMPLETED_BEFORE, Progress
 from jobs.dedup.inbatch import (
     BAD,
     DROPPED,
@@ -33,10 +33,11 @@ from jobs.errors import InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.input import Input, UnreadableFile, open_input, read_whole, require_input
 from jobs.fs.paths import absolute, check_apart, qualified
-from jobs.fs.run_folder import COMPLETED_BEFORE, RunFolder
+from jobs.fs.run_folder import RunFolder
 from jobs.fs.runs import run_timestamp
 from jobs.fs.shreds import PendingShred
-from jobs.incremental.ledger import Plan, Window, plan_run, record_read
+from jobs.incremental.ledger import Plan, plan_run, record_read
+from jobs.incremental.window import Window
 from jobs.manifest import Manifest, ManifestCheck, ManifestRun, ManifestStats, open_manifest
 from jobs.manifest.base import RegisteredRun, run_key
 from jobs.manifest.unfinished import run_register

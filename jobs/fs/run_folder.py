@@ -12,7 +12,7 @@ from urllib.parse import unquote
 
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.contract import SUCCESS_MARKER, SUMMARY, Progress
+from jobs.contract import COMPLETED_BEFORE, SUCCESS_MARKER, SUMMARY, Progress
 from jobs.errors import DamagedFileError, InvalidArgumentError
 from jobs.fs import store
 from jobs.fs.hadoop import FileSystem
@@ -21,9 +21,6 @@ from jobs.fs.paths import written
 from jobs.fs.runs import run_folder, run_lease
 
 STAGING = "_staging"
-# Left in the folder of a completed run that a redo is replacing, until the redo seals: a redo stopped halfway is
-# still the redo of a completed run, whose manifest entries later runs may have decided against.
-COMPLETED_BEFORE = "_COMPLETED_BEFORE"
 
 
 class RunFolder:

@@ -12,11 +12,10 @@ writes anything; the run's `_SUCCESS` completes it. So:
   output: a failed run is redone (its entry reused) before any later one, so its files are never skipped or
   read twice; and its id must be later than every run in the ledger (the manifest's "earlier means earlier");
 - two planners racing for the same entry number: one creates it, the other stops (nothing written);
-- with nothing new, nothing is written: the caller says "nothing to do".
+- with nothing new, nothing is written: the caller says "nothing to do";
+- an entry that is not as its run left it stops every run, named (`jobs.incremental.entries`).
 
-A file's time, for the window, comes from its path: the Snowplow enriched archive's `run=YYYY-MM-DD-hh-mm-ss/`
-folders or the date partitions `YYYY/MM/DD/HH/` (S3 loader, Firehose); a path with neither uses the file's
-modification time. The module needs no Spark: the deployed pipeline plans in a Lambda function before it
+The window and caps are `jobs.incremental.window`'s. The module needs no Spark: the deployed pipeline plans in a Lambda function before it
 starts an EMR job run, and the job then finds its entry.
 """
 
@@ -24,26 +23,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
-from jobs.config import InputConfig
 from jobs.contract import SUCCESS_MARKER, SUMMARY
-from jobs.errors import DamagedFileError, InvalidArgumentError, WinnowError
+from jobs.errors import WinnowError
 from jobs.fs import store
-from jobs.fs.runs import LEASES, run_folder
+from jobs.fs.runs import run_folder
 from jobs.fs.store import StoredFile
-
-LEDGER = "_ledger"
-ENTRY_DIGITS = 20
-READ_THREADS = 16
-
-_ARCHIVE_RUN = re.compile(r"(?:^|/)run=([0-9]{4})-([0-9]{2})-([0-9]{2})-([0-9]{2})-([0-9]{2})-([0-9]{2})(?:/|$)")
-_DATE_HOUR = re.compile(r"(?:^|/)([0-9]{4})/([0-9]{2})/([0-9]{2})/([0-9]{2})/")
+from jobs.incremental.entries import PREVIOUS, READ_THREADS, Ledger, document_bytes, entry_digest, now_iso
+from jobs.incremental.window import Window, file_time, window_note, within_caps
 
 
 class NothingToDo(Exception):
@@ -81,40 +72,6 @@ class SkippedFile:
 
 
 @dataclass(frozen=True)
-class Window:
-    """The time window and caps of one run's selection."""
-
-    since: datetime | None = None
-    """Files whose time is at or after this (UTC); None: no lower bound."""
-    until: datetime | None = None
-    """Files whose time is before this (UTC); None: no upper bound."""
-    max_files: int | None = None
-    """At most this many files per run; None: no cap."""
-    max_bytes: int | None = None
-    """At most this many bytes per run (at least one file is always taken); None: no cap."""
-    skip_changed: bool = False
-    """Leave out (and list) files that changed after a run read them, instead of stopping."""
-
-    def __post_init__(self) -> None:
-        for name in ("max_files", "max_bytes"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise InvalidArgumentError(f"{name}: given {value}; allowed: a whole number of 1 or more")
-        if self.since and self.until and self.since >= self.until:
-            raise InvalidArgumentError(
-                f"since/until: given {self.since.isoformat()} to {self.until.isoformat()}; allowed: since before until"
-            )
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "since": self.since.isoformat() if self.since else None,
-            "until": self.until.isoformat() if self.until else None,
-            "max_files": self.max_files,
-            "max_bytes": self.max_bytes,
-        }
-
-
-@dataclass(frozen=True)
 class Plan:
     """What one run reads: its ledger entry and files, and what is left for later runs."""
 
@@ -135,6 +92,8 @@ class Plan:
     """Where the ledger lies: `OUT` of `OUT/_ledger/`."""
     in_progress: tuple[StoredFile, ...] = field(default=())
     """Uploads in progress under the input root (`store.in_progress`): not in the entry, taken once renamed."""
+    previous: str | None = None
+    """The entry's link to the entry before it (`jobs.incremental.entries.PREVIOUS`)."""
 
     @property
     def paths(self) -> list[str]:
@@ -155,127 +114,25 @@ class Plan:
             "backlog_files": self.backlog_files,
             "backlog_bytes": self.backlog_bytes,
             "changed_files_skipped": list(self.changed),
+            "entry_digest": self.digest,
         }
 
-
-def parse_time(option: str, value: str) -> datetime:
-    """`YYYY-MM-DD`, or an ISO 8601 date and time; UTC unless it names an offset.
-
-    Raises:
-        InvalidArgumentError: not such a time.
-    """
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidArgumentError(
-            f"{option}: given {value!r}; allowed: YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS][Z], UTC unless an offset is given"
-        ) from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-
-
-def window_from(
-    config: InputConfig,
-    *,
-    since: str | None = None,
-    until: str | None = None,
-    max_files: int | None = None,
-    max_bytes: int | None = None,
-) -> Window:
-    """The window of the config's `input` section, with the given options (command line) over it."""
-    since, until = since or config.since, until or config.until
-    return Window(
-        since=parse_time("--since" if since != config.since else "input.since", since) if since else None,
-        until=parse_time("--until" if until != config.until else "input.until", until) if until else None,
-        max_files=max_files if max_files is not None else config.max_files,
-        max_bytes=max_bytes if max_bytes is not None else config.max_bytes,
-        skip_changed=config.skip_changed,
-    )
-
-
-def file_time(root: str, file: StoredFile) -> datetime:
-    """The time of an input file: from `run=YYYY-MM-DD-hh-mm-ss/` or `YYYY/MM/DD/HH/` in its path below the
-    root, else its modification time."""
-    relative = file.path[len(root.rstrip("/")) :]
-    for pattern in (_ARCHIVE_RUN, _DATE_HOUR):
-        match = pattern.search(relative)
-        if match:
-            year, month, day, hour, minute, second = [int(part) for part in match.groups()] + [0] * (
-                6 - len(match.groups())
-            )
-            try:
-                return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
-            except ValueError:
-                continue  # digits that name no real time (month 13): not a partition
-    return datetime.fromtimestamp(file.modified_ms / 1000, tz=UTC)
-
-
-class Ledger:
-    """The numbered entries under `OUT/_ledger/` (see the module docstring)."""
-
-    def __init__(self, output: str) -> None:
-        self.output = output.rstrip("/")
-        self.path = f"{self.output}/{LEDGER}"
-
-    def entry_path(self, number: int) -> str:
-        return f"{self.path}/{number:0{ENTRY_DIGITS}d}.json"
-
-    def entries(self) -> list[dict[str, Any]]:
-        """Every entry, in number order (read in parallel: one small file per run)."""
-        names = [
-            file.path
-            for file in store.list_files(self.path)
-            if re.fullmatch(rf"[0-9]{{{ENTRY_DIGITS}}}\.json", file.path.rsplit("/", 1)[1])
-        ]
-        with ThreadPoolExecutor(READ_THREADS) as pool:
-            documents = list(pool.map(_read_entry, names))
-        return sorted((entry for entry in documents if entry is not None), key=lambda entry: entry["entry"])
-
-    def complete(self, run_id: str) -> bool:
-        return store.exists(f"{run_folder(self.output, run_id)}/{SUCCESS_MARKER}")
-
-    def leases(self) -> list[dict[str, Any]]:
-        """The leases held on run folders of this output (see `jobs.fs.lease`), each with its `file`."""
-        held = []
-        for file in store.list_files(f"{self.output}/{LEASES}"):
-            document = store.read_bytes(file.path)
-            if document is not None:
-                held.append({**json.loads(document), "file": file.path})
-        return held
-
-    def create(self, number: int, document: dict[str, Any]) -> bool:
-        return store.create_if_absent(self.entry_path(number), _document(document))
-
-
-def _read_entry(path: str) -> dict[str, Any] | None:
-    """The ledger entry at `path` (None when it is gone).
-
-    Raises:
-        DamagedFileError: the file is not whole JSON, or not the entry its name numbers (a stray file).
-    """
-    way_out = (
-        f"restore it from a copy (an entry names the files its run read: without it they would be read again), or "
-        f"move it out of {LEDGER}/ if no run wrote it; then run again"
-    )
-    entry = store.read_json(path, way_out)
-    if entry is None:
-        return None
-    number = int(path.rsplit("/", 1)[1].removesuffix(".json"))
-    files = entry.get("files") if isinstance(entry, dict) else None
-    if (
-        not isinstance(entry, dict)
-        or entry.get("entry") != number
-        or not isinstance(entry.get("run_id"), str)
-        or not isinstance(entry.get("input"), str)
-        or not isinstance(files, list)
-        or not all(isinstance(file, dict) and {"path", "size"} <= file.keys() for file in files)
-    ):
-        raise DamagedFileError(
-            f"{path} is damaged (not ledger entry {number}: an entry, its run id, input and files expected); {way_out}"
+    @property
+    def digest(self) -> str:
+        """The digest of the entry as this plan's run leaves it (`entry_digest`), recorded in its summary."""
+        return entry_digest(
+            {
+                "entry": self.entry,
+                "run_id": self.run_id,
+                "input": self.input_root,
+                "files": [asdict(file) for file in self.files],
+                "skipped": [file.record() for file in self.skipped],
+                PREVIOUS: self.previous,
+            }
         )
-    return entry
 
 
-def plan_run(input_root: str, output: str, run_id: str, window: Window = Window()) -> Plan:
+def plan_run(input_root: str, output: str, run_id: str, window: Window | None = None) -> Plan:
     """The files run `run_id` reads: its own entry if it has one, else the new files, recorded in a new entry.
 
     `output` is where the consuming job writes its run folders (`OUT/run=ID/`); the ledger lies beside them.
@@ -285,9 +142,11 @@ def plan_run(input_root: str, output: str, run_id: str, window: Window = Window(
         IncrementalRunError: an earlier run is unfinished or writing, a later run is in the ledger, an input
             file changed after it was read (unless `window.skip_changed`), or another planner took the entry.
     """
+    window = window or Window()
     ledger = Ledger(output)
     entries = ledger.entries()
     _check_whole(ledger, entries)
+    ledger.check_chain(entries)
     own = [entry for entry in entries if entry["run_id"] == run_id]
     listing = store.list_input(input_root)  # a name Hadoop cannot read stops the run here, before the entry
     listed = listing.files
@@ -313,23 +172,27 @@ def plan_run(input_root: str, output: str, run_id: str, window: Window = Window(
         if (window.since is None or time >= window.since) and (window.until is None or time < window.until)
     ]
     new.sort(key=lambda pair: (pair[0], pair[1].path))
-    chosen = _within_caps([file for _, file in new], window)
+    chosen = within_caps([file for _, file in new], window)
     if not chosen:
         raise NothingToDo(
             f"nothing to do: no new input files under {input_root} ({len(listed)} listed, "
-            f"{len(processed)} read by earlier runs{_window_note(window)}{listing.note()})"
+            f"{len(processed)} read by earlier runs{window_note(window)}{listing.note()})"
         )
     number = (entries[-1]["entry"] if entries else 0) + 1
     backlog = [file for _, file in new[len(chosen) :]]
+    previous = entry_digest(entries[-1]) if entries else None
     plan = Plan(run_id, number, tuple(chosen), False, len(backlog), sum(f.size for f in backlog), tuple(changed))
-    plan = dataclasses.replace(plan, input_root=input_root, output=ledger.output, in_progress=listing.in_progress)
+    plan = dataclasses.replace(
+        plan, input_root=input_root, output=ledger.output, in_progress=listing.in_progress, previous=previous
+    )
     document = {
         "entry": number,
         "run_id": run_id,
-        "created_at": _now(),
+        "created_at": now_iso(),
         "input": input_root,
         "window": window.describe(),
         "files": [asdict(file) for file in chosen],
+        PREVIOUS: previous,
     }
     if not ledger.create(number, document):
         raise IncrementalRunError(
@@ -353,18 +216,25 @@ def _reuse(ledger: Ledger, entry: dict[str, Any], listed: Sequence[StoredFile]) 
     now = {file.path: file for file in listed}
     current = tuple(now.get(file.path, file) for file in files)
     changed = [then.path for then, file in zip(files, current, strict=True) if not then.same_content_as(file)]
-    if changed and ledger.complete(entry["run_id"]):
+    if changed and ledger.completed_once(entry["run_id"]):
         raise IncrementalRunError(
             f"--incremental: run {entry['run_id']} completed, and {len(changed)} file(s) it read changed since "
             f"(size or ETag/time differ from ledger entry {entry['entry']}): {', '.join(changed[:5])}; a redo "
             "would not give its output again. Restore them; nothing was written"
         )
     if current != files:
-        revised = {**entry, "files": [asdict(file) for file in current], "revised_at": _now()}
-        store.write_bytes(ledger.entry_path(entry["entry"]), _document(revised))
+        revised = {**entry, "files": [asdict(file) for file in current], "revised_at": now_iso()}
+        store.write_bytes(ledger.entry_path(entry["entry"]), document_bytes(revised))
     skipped = tuple(SkippedFile.of(recorded) for recorded in entry.get("skipped", []))
     return Plan(
-        entry["run_id"], entry["entry"], current, True, skipped=skipped, input_root=entry["input"], output=ledger.output
+        entry["run_id"],
+        entry["entry"],
+        current,
+        True,
+        skipped=skipped,
+        input_root=entry["input"],
+        output=ledger.output,
+        previous=entry.get(PREVIOUS),
     )
 
 
@@ -395,16 +265,8 @@ def record_read(plan: Plan, unreadable: dict[str, str]) -> Plan:
     ledger = Ledger(plan.output)
     entry = json.loads(store.read_bytes(ledger.entry_path(plan.entry)) or b"{}")
     revised = {**entry, "files": [asdict(file) for file in read], "skipped": [file.record() for file in skipped]}
-    store.write_bytes(ledger.entry_path(plan.entry), _document({**revised, "revised_at": _now()}))
+    store.write_bytes(ledger.entry_path(plan.entry), document_bytes({**revised, "revised_at": now_iso()}))
     return dataclasses.replace(plan, files=tuple(read), skipped=skipped)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def _document(entry: dict[str, Any]) -> bytes:
-    return (json.dumps(entry, indent=1) + "\n").encode()
 
 
 def _check_whole(ledger: Ledger, entries: Sequence[dict[str, Any]]) -> None:
@@ -459,26 +321,3 @@ def _check_can_start(ledger: Ledger, entries: Sequence[dict[str, Any]], run_id: 
             f"has not completed: no {run_folder(ledger.output, entry['run_id'])}/{SUCCESS_MARKER}. Redo it first "
             f"(--run-id {entry['run_id']} --incremental reads the same files); nothing was written"
         )
-
-
-def _within_caps(files: Sequence[StoredFile], window: Window) -> list[StoredFile]:
-    """The first files within `max_files` and `max_bytes` (the first file always, so a big one still goes)."""
-    chosen: list[StoredFile] = []
-    total = 0
-    for file in files:
-        if window.max_files is not None and len(chosen) >= window.max_files:
-            break
-        if chosen and window.max_bytes is not None and total + file.size > window.max_bytes:
-            break
-        chosen.append(file)
-        total += file.size
-    return chosen
-
-
-def _window_note(window: Window) -> str:
-    parts = [
-        f"since {window.since.isoformat()}" if window.since else "",
-        f"until {window.until.isoformat()}" if window.until else "",
-    ]
-    bounds = " ".join(part for part in parts if part)
-    return f"; window {bounds}" if bounds else ""

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.config import load_config
-from jobs.incremental.ledger import NothingToDo, plan_run, window_from
+from jobs.incremental.ledger import NothingToDo, plan_run
+from jobs.incremental.window import window_from
 
 
 def handler(event: dict[str, Any], context: object = None) -> dict[str, Any]:

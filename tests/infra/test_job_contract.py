@@ -89,7 +89,7 @@ def test_an_incremental_run_gives_the_planner_and_the_dedup_job_the_same_input_a
     """The dedup job finds the ledger entry the planner wrote only if both name the same input root and output."""
     import boto3
 
-    from jobs.incremental.ledger import Ledger
+    from jobs.incremental.entries import Ledger
 
     buckets = {kind: f"winnow-dev-{kind}-{flow.ACCOUNT}-{flow.REGION}" for kind in ("input", "output", "artifacts")}
     with pytest.MonkeyPatch.context() as monkeypatch, flow.moto_flow(monkeypatch):

@@ -15,7 +15,9 @@ from moto import mock_aws
 from pyspark.sql import SparkSession
 
 from jobs.fs import store
-from jobs.incremental.ledger import IncrementalRunError, Ledger, NothingToDo, Window, plan_run
+from jobs.incremental.entries import Ledger, entry_digest
+from jobs.incremental.ledger import IncrementalRunError, NothingToDo, plan_run
+from jobs.incremental.window import Window
 from jobs.runtime.cli import main
 from tests.pipeline.helpers import ID_A, ID_B, ID_C, event, read_lines
 
@@ -72,6 +74,7 @@ def test_each_file_is_read_by_one_run_and_a_redo_reads_the_same_files(
     assert summary_of(output, 1)["input_files"]["incremental"] == {
         "ledger_entry": 2, "reused_entry": False, "files": 1, "bytes": len(event(ID_B, event_fingerprint="fp-2")) + 1,
         "backlog_files": 0, "backlog_bytes": 0, "changed_files_skipped": [],
+        "entry_digest": entry_digest(Ledger(str(output)).entries()[1]),  # the entry as the run sealed it
     }  # fmt: skip
     capsys.readouterr()
 
@@ -105,6 +108,7 @@ def test_each_file_is_planned_for_one_run_and_a_redo_plans_the_same_files(tmp_pa
     assert plan.summary() == {
         "ledger_entry": 2, "reused_entry": False, "files": 1, "bytes": len(event(ID_B, event_fingerprint="fp-2")) + 1,
         "backlog_files": 0, "backlog_bytes": 0, "changed_files_skipped": [],
+        "entry_digest": entry_digest(Ledger(str(output)).entries()[1]),  # the entry as the run sealed it
     }  # fmt: skip
     assert plan.paths == [str(second)]
     complete(output, 1)
@@ -292,7 +296,10 @@ def test_planning_on_s3_records_etags(monkeypatch: pytest.MonkeyPatch) -> None:
         assert store.exists(f"s3://lake/deduplicated/_ledger/{2:020d}.json")
 
 
-def test_a_completed_run_whose_files_changed_is_not_redone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("state", ["sealed", "redo-stopped-before-its-seal"])
+def test_a_completed_run_whose_files_changed_is_not_redone(tmp_path: Path, state: str) -> None:
+    """A redo of a completed run stopped before its seal (`_COMPLETED_BEFORE` left, `_SUCCESS` gone) is still the
+    redo of a completed run: before, its files were read as they are now and the entry rewritten to say so."""
     root, output = tmp_path / "enriched", tmp_path / "out"
     first = put(root, "hourly", 0, "part-0.tsv", [event(ID_A)])
     plan_run(str(root), str(output), run_id(5))
@@ -300,6 +307,8 @@ def test_a_completed_run_whose_files_changed_is_not_redone(tmp_path: Path) -> No
     first.write_text(event(ID_A) + "\n" + event(ID_B) + "\n")  # rewritten after run 5 read it
     assert len(plan_run(str(root), str(output), run_id(5)).files) == 1  # not completed yet: the file is read anew
     complete(output, 5)
+    if state != "sealed":
+        (output / f"run={run_id(5)}" / "_SUCCESS").rename(output / f"run={run_id(5)}" / "_COMPLETED_BEFORE")
     first.write_text(event(ID_C) + "\n")  # and rewritten again after run 5 completed
     with pytest.raises(IncrementalRunError) as refused:
         plan_run(str(root), str(output), run_id(5))
