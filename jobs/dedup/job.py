@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -128,11 +129,12 @@ def run(
     input_path, output_path = absolute(input_path), absolute(output_path)
     require_input(spark, input_path)
     check_apart("--output", output_path, {"--input": input_path})
+    folder = RunFolder(spark, output_path, run_id, "dedup", sorted(set(OUTPUT_FOLDERS.values())))
+    _refuse_another_manifest(folder, config.manifest.uri)
     manifest = manifest_for(config, create_manifest)  # before any work: a wrong table stops the run here
     pacing = None
     if manifest is not None:
         manifest, pacing = manifest.paced(tasks_at_once(spark))
-    folder = RunFolder(spark, output_path, run_id, "dedup", sorted(set(OUTPUT_FOLDERS.values())))
     # The manifest's lease before planning: an earlier run that left events in the manifest unfinished stops this
     # one before its ledger entry is written (a later entry would stop the earlier run's redo).
     manifest_lease = writer_lease(spark, manifest, "dedup", run_id) if manifest else contextlib.nullcontext()
@@ -224,6 +226,27 @@ def _run_in_folder(
     return summary
 
 
+def _refuse_another_manifest(folder: RunFolder, given: str | None) -> None:
+    """A redo of a completed run (or of its redo, stopped before its seal) must use the manifest the run completed
+    with: later runs decided against its entries there, and a redo elsewhere (or with none) checks nothing of them.
+
+    Raises:
+        InvalidArgumentError: the run completed with another manifest, or with none (nothing was written).
+    """
+    completed = folder.completed_summary()
+    if completed is None:
+        return
+    recorded = completed.get("manifest", {}).get("uri") if isinstance(completed.get("manifest"), dict) else None
+    if (recorded and absolute_uri(recorded)) == (given and absolute_uri(given)):
+        return
+    allowed = f"--manifest {shlex.quote(absolute_uri(recorded))}" if recorded else "no --manifest"
+    raise InvalidArgumentError(
+        f"--manifest: run {folder.run_id} completed in {folder.path} with {recorded or 'no manifest'}, and this redo "
+        f"gives {given or 'none'}: it could not check the events later runs decided against there. Allowed: "
+        f"{allowed} (as it completed), or a new run id for the batch. Nothing was written"
+    )
+
+
 def _refuse_a_shrunk_redo(manifest: Manifest, pairs: DataFrame, run: ManifestRun, folder: RunFolder) -> None:
     """A redo of a completed run (or of its redo, stopped before its seal) would remove the entries of the events its
     input no longer holds; a later run may have found those events as copies of this run's, so they would be in no
@@ -309,6 +332,8 @@ def _deduplicate(
             progress("deciding the bad lines, the repeated ids and the ids the manifest had seen")
             decisions = persisted(decision_rows(lines, strategy, fingerprint_fields, check.answers, events))
         assert decisions is not None  # taken in the first pass, or just above
+        if manifest is not None and folder.completed_before and not manifest.records_when_checked:
+            before_manifest_write()  # registered before a completed output goes: a later run then waits for it
         folder.clear()
         progress(f"writing every line of {source.path} where its decision says")
         observed, observation = counted(apply_decisions(lines, decisions, strategy, run_time, layout))

@@ -88,12 +88,26 @@ class RunFolder:
         """The folder holds a completed run, or held one and a redo of it has not sealed yet (`COMPLETED_BEFORE`)."""
         return self.sealed or self._fs.exists(f"{self.path}/{COMPLETED_BEFORE}")
 
+    def completed_summary(self) -> dict[str, Any] | None:
+        """The summary.json of the run this folder completed: its own while sealed, else the copy `clear` left in
+        `COMPLETED_BEFORE` (None: it never completed, or its summary cannot be read)."""
+        path = f"{self.path}/{SUMMARY if self.sealed else COMPLETED_BEFORE}"
+        if not self._fs.exists(path):
+            return None
+        try:
+            document = json.loads(self._fs.read_text(path) or "null")
+        except ValueError:  # a sealed folder's damaged summary is named by `_check_replaceable`
+            return None
+        return document if isinstance(document, dict) else None
+
     def clear(self) -> None:
         """Remove what an earlier attempt of this run wrote: `_SUCCESS` first, so no reader takes the rest as whole.
-        A completed run's folder gets `COMPLETED_BEFORE` before its `_SUCCESS` goes, and keeps it until `seal`."""
+        A completed run's folder gets `COMPLETED_BEFORE` (a copy of its summary.json) before its `_SUCCESS` goes, and
+        keeps it until `seal`."""
         marker = f"{self.path}/{COMPLETED_BEFORE}"
         if self.sealed:
-            self._fs.write_bytes(marker, b"")
+            summary = f"{self.path}/{SUMMARY}"
+            self._fs.write_bytes(marker, self._fs.read_text(summary).encode() if self._fs.exists(summary) else b"")
         self._fs.delete(f"{self.path}/{SUCCESS_MARKER}")
         if not self._fs.exists(marker):
             self._fs.delete(self.path)

@@ -13,7 +13,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from jobs.contract import SUCCESS_MARKER, Progress
+from jobs.contract import COMPLETED_BEFORE, SUCCESS_MARKER, Progress
 from jobs.errors import InvalidArgumentError
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.paths import absolute
@@ -33,11 +33,13 @@ def abandon(spark: SparkSession, manifest: Manifest, output: str, run_id: str, p
         LeaseHeldError: the manifest's writer lease is held (a run is writing): nothing is changed.
     """
     folder = run_folder(absolute(output), run_id)
-    if FileSystem(spark).exists(f"{folder}/{SUCCESS_MARKER}"):
-        raise InvalidArgumentError(
-            f"--run-id: run {run_id} of {output} completed ({folder}/{SUCCESS_MARKER} exists): its events are "
-            "delivered, there is nothing to abandon; allowed: a run that recorded events and did not complete"
-        )
+    for marker in (SUCCESS_MARKER, COMPLETED_BEFORE):  # a completed run, or the redo of one
+        if FileSystem(spark).exists(f"{folder}/{marker}"):
+            raise InvalidArgumentError(
+                f"--run-id: run {run_id} of {output} completed ({folder}/{marker} exists): later runs decided "
+                "against its events, so abandoning them would lose them; nothing was changed. Allowed: a run that "
+                "recorded events and never completed (a completed run's stopped redo is redone with its input)"
+            )
     key = run_key(folder, run_id)
     etl_time = int(run_timestamp(run_id).timestamp())
     with writer_lease(spark, manifest, "manifest abandon", run_id):

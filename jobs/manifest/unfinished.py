@@ -30,7 +30,14 @@ from collections.abc import Callable
 from dataclasses import asdict, astuple
 from typing import TYPE_CHECKING, Any
 
-from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL, SUCCESS_MARKER
+from jobs.contract import (
+    COMPLETED_BEFORE,
+    DYNAMODB_ETL_TIME,
+    DYNAMODB_PARTITION_KEY,
+    DYNAMODB_SORT_KEY,
+    DYNAMODB_TTL,
+    SUCCESS_MARKER,
+)
 from jobs.errors import DamagedFileError
 from jobs.fs import store
 from jobs.manifest.base import Manifest, ManifestError, RegisteredRun
@@ -88,6 +95,13 @@ class RunRegister(ABC):
             if sealed(f"{run.folder}/{SUCCESS_MARKER}"):
                 self.complete(run)
                 continue
+            if sealed(f"{run.folder}/{COMPLETED_BEFORE}"):
+                raise UnfinishedRunError(
+                    f"manifest {manifest_uri}: run {run.run_id} completed, and a redo of it stopped before its seal "
+                    f"({run.folder}/{COMPLETED_BEFORE}): its events are in no completed output now, and later runs "
+                    f"decided against them; nothing was written. Redo it first, with the input it completed with: "
+                    f"{run.redo}"
+                )
             raise UnfinishedRunError(
                 f"manifest {manifest_uri}: run {run.run_id} recorded its events and has not completed (no "
                 f"{run.folder}/{SUCCESS_MARKER}), so no later run may decide against them; nothing was written. "

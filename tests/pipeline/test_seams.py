@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs.fs.run_folder import RunFolder
 from jobs.runtime.cli import main
 from tests.pipeline.helpers import error_line, job_words, killed_at_seal, numbered_events, read_lines, write_lines
 
@@ -107,6 +108,66 @@ def test_a_completed_runs_redo_stopped_before_its_seal_is_still_refused_less_inp
     assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest)) == 0
     assert good_everywhere(out) == sorted(numbered_events(range(0, 15)))
     assert not marker.exists()  # sealed again: the marker goes with the redo's seal
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "lake"])
+def test_a_completed_runs_redo_killed_while_writing_stops_later_runs_until_it_is_redone_with_its_manifest(
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    backend: str,
+) -> None:
+    """FAULTS 1, 2 and 3 (a redo killed while writing; redone with other options; the printed way out).
+
+    Given: run A delivers events 0-9, run B (later) delivers 10-14 and finds 5-9 as A's copies; A is redone with its
+    whole input and the redo dies while writing (A's completed folder cleared, `_COMPLETED_BEFORE` left).
+    Before (attack 7): on the lake, run C then completed (exit 0; the redo registered only at its commit), so 5-9 were
+    in no completed good/ and nothing named A again; on SQLite, C printed `manifest abandon` as a way out, which
+    removed A's pairs (exit 0), and C then lost 5-9 the same way; a redo of A with no --manifest (or another one)
+    was let through, exit 0, checking nothing. Now: C stops naming A's redo, abandon and a redo with another
+    manifest are refused, and the redo as printed leaves every event once.
+    """
+    manifest = f"sqlite:{tmp_path / 'manifest.db'}" if backend == "sqlite" else f"lake:{tmp_path / 'lake'}"
+    out, config = tmp_path / "out", tmp_path / "config.json"
+    config.write_text('{"manifest": {"buckets": 4}}')
+    settings = ("--config", str(config))
+    write_lines(tmp_path / "in-a" / "part-0.tsv", numbered_events(range(0, 10)))
+    write_lines(tmp_path / "in-b" / "part-0.tsv", numbered_events(range(5, 15)))
+    write_lines(tmp_path / "in-c" / "part-0.tsv", numbered_events(range(20, 25)))
+    assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest, "--create", *settings)) == 0
+    assert main(dedup(tmp_path / "in-b", out, RUN_B, manifest, *settings)) == 0
+    without = ["dedup", "--input", str(tmp_path / "in-a"), "--output", str(out), "--run-id", RUN_A, *settings]
+    assert main(without) == 2  # the sealed run, redone without its manifest
+    assert error_line(capsys) == (
+        f"error: --manifest: run {RUN_A} completed in {out / f'run={RUN_A}'} with {manifest}, and this redo gives "
+        f"none: it could not check the events later runs decided against there. Allowed: --manifest {manifest} (as "
+        "it completed), or a new run id for the batch. Nothing was written"
+    )
+
+    def dying(*_: object, **__: object) -> None:
+        raise RuntimeError("killed while writing")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(RunFolder, "write_text_split", dying)
+        assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest, *settings)) == 1
+    marker = out / f"run={RUN_A}" / "_COMPLETED_BEFORE"
+    assert marker.exists() and not (out / f"run={RUN_A}" / "good").exists()
+    capsys.readouterr()
+    assert main(dedup(tmp_path / "in-c", out, RUN_C_LATER, manifest, *settings)) == 1
+    line = error_line(capsys)
+    stopped = (
+        f"error: manifest {manifest}: run {RUN_A} completed, and a redo of it stopped before its seal ({marker}): its "
+        "events are in no completed output now, and later runs decided against them; nothing was written. Redo it "
+        "first, with the input it completed with: "
+    )
+    assert line.startswith(stopped), line
+    assert main(["manifest", "abandon", "--manifest", manifest, "--output", str(out), "--run-id", RUN_A]) == 2
+    assert main([*without, "--manifest", f"sqlite:{tmp_path / 'other.db'}", "--create"]) == 2
+    assert not (tmp_path / "other.db").exists()
+    assert main(job_words(line.removeprefix(stopped))) == 0  # the way out, as printed
+    assert main(dedup(tmp_path / "in-c", out, RUN_C_LATER, manifest, *settings)) == 0
+    assert good_everywhere(out) == sorted(numbered_events([*range(0, 15), *range(20, 25)]))
 
 
 def incremental(input_path: Path, output: Path, run_id: str) -> list[str]:
