@@ -269,8 +269,9 @@ def _refuse_a_shrunk_redo(manifest: Manifest, pairs: DataFrame, run: ManifestRun
             "batch (the completed run stays as it is). Nothing was written"
         )
     raise InvalidArgumentError(
-        f"{recorded} A redo of it stopped before its seal ({folder.path}/{COMPLETED_BEFORE}), so only the input it "
-        "completed with may redo it: restore the files, then run again. Nothing was written"
+        f"{recorded} A redo of it stopped before its seal ({folder.path}/{COMPLETED_BEFORE}), so only an input "
+        "holding them may redo it: the files it completed with, and any file its stopped redo read besides; restore "
+        "them, then run again. Nothing was written"
     )
 
 

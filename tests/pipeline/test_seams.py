@@ -72,8 +72,13 @@ def test_a_completed_runs_redo_with_less_input_is_refused_and_either_way_out_kee
     assert good_everywhere(out) == sorted(numbered_events(range(0, 15)))
 
 
+@pytest.mark.parametrize("lost", ["a file it completed with", "a file its stopped redo read besides"])
 def test_a_completed_runs_redo_stopped_before_its_seal_is_still_refused_less_input(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    lost: str,
 ) -> None:
     """FAULTS 1 and 2 (a redo killed, then redone in a changed world).
 
@@ -81,7 +86,10 @@ def test_a_completed_runs_redo_stopped_before_its_seal_is_still_refused_less_inp
     whole input and the redo dies at its seal (A's folder cleared and rewritten, no `_SUCCESS`); then A's input loses
     its second half. Before: the shrunk redo was let through (the check looked for `_SUCCESS` only): exit 0, and
     5-9 were in no completed good/. Now: refused, naming the marker the stopped redo left; the redo with the
-    input restored (the printed way out) leaves every event of 0-14 in exactly one completed good/. The marker is the
+    input restored (the printed way out) leaves every event of 0-14 in exactly one completed good/. Attack 7: when
+    the stopped redo had read a file more (events 15-19) and that file is gone again, the line said "only the input
+    it completed with may redo it", which A's input then was: no printed way on; it names that file's kind now,
+    and with it back the redo delivers 15-19 once. The marker is the
     run folder's, whatever the backend (`Manifest.leftovers`, which counts the run's entries, is tested on each by
     the test above); attack 6 found it on SQLite, DynamoDB and the lake alike.
     """
@@ -91,22 +99,27 @@ def test_a_completed_runs_redo_stopped_before_its_seal_is_still_refused_less_inp
     write_lines(tmp_path / "in-b" / "part-0.tsv", numbered_events(range(5, 15)))
     assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest, "--create")) == 0
     assert main(dedup(tmp_path / "in-b", out, RUN_B, manifest)) == 0
+    besides = lost != "a file it completed with"
+    if besides:
+        write_lines(tmp_path / "in-a" / "part-2.tsv", numbered_events(range(15, 20)))
     killed_at_seal(monkeypatch, dedup(tmp_path / "in-a", out, RUN_A, manifest))
     marker = out / f"run={RUN_A}" / "_COMPLETED_BEFORE"
     assert marker.exists() and not (out / f"run={RUN_A}" / "_SUCCESS").exists()
-    part = (tmp_path / "in-a" / "part-1.tsv").read_bytes()
-    (tmp_path / "in-a" / "part-1.tsv").unlink()
+    gone = tmp_path / "in-a" / ("part-2.tsv" if besides else "part-1.tsv")
+    part = gone.read_bytes()
+    gone.unlink()
     capsys.readouterr()
     assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest)) == 2
     assert error_line(capsys) == (
         f"error: --input: run {RUN_A} completed in {out / f'run={RUN_A}'}, recording 5 event(s) in {manifest} that "
         "this input no longer holds; a redo would take them out of the manifest, and a later run may have found "
         f"them as copies, so they would be in no completed output. A redo of it stopped before its seal ({marker}), "
-        "so only the input it completed with may redo it: restore the files, then run again. Nothing was written"
+        "so only an input holding them may redo it: the files it completed with, and any file its stopped redo read "
+        "besides; restore them, then run again. Nothing was written"
     )
-    (tmp_path / "in-a" / "part-1.tsv").write_bytes(part)
+    gone.write_bytes(part)
     assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest)) == 0
-    assert good_everywhere(out) == sorted(numbered_events(range(0, 15)))
+    assert good_everywhere(out) == sorted(numbered_events(range(0, 20 if besides else 15)))
     assert not marker.exists()  # sealed again: the marker goes with the redo's seal
 
 
