@@ -281,6 +281,7 @@ def run_spark_job(
                 or _known_failure(err, args, config)
                 or f"{type(err).__name__}: {first_line(err)}"
             )
-            raise JobFailedError(f"{args.job} run {run_id} failed, no _SUCCESS written: {cause}") from err
+            job_run = "run" if args.job == "run" else f"{args.job} run"  # not "run run ID"
+            raise JobFailedError(f"{job_run} {run_id} failed, no _SUCCESS written: {cause}") from err
     print(render(summary))
     return 0

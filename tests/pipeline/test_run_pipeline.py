@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs.fs.run_folder import RunFolder
 from jobs.runtime.cli import main
 from jobs.tools.generate import GenerateOptions, generate
 from tests.pipeline.helpers import ID_A, ID_B, event, read_lines
@@ -120,3 +121,21 @@ def test_the_dedup_options_reach_the_dedup_step(
     assert "nothing to do" in capsys.readouterr().out
     assert not (output / "deduplicated" / f"run={later}").exists()
     assert not (output / "shredded" / f"run={later}").exists()
+
+
+def test_a_failed_run_is_named_once_in_its_line(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack 6 noticed `error: run run ID failed, …`: the job's name and "run" said twice for the `run` job."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "part-0.tsv").write_text(event(ID_A) + "\n")
+
+    def failing(*_: object, **__: object) -> None:
+        raise RuntimeError("the disk went away")
+
+    monkeypatch.setattr(RunFolder, "write_text_split", failing)
+    assert main(["run", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--run-id", RUN_ID]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: run {RUN_ID} failed, no _SUCCESS written: RuntimeError: the disk went away (run with --debug for "
+        "the traceback)"
+    )
