@@ -14,6 +14,8 @@ Throttling slows a run, it does not fail it (`paced`, `DynamoDbClient`):
   growing waits, for up to `patience_seconds` per request; only then does the run stop, with one line, to be
   rerun with the same run id. Transient server errors (`transient_server_error`: a 500 or 503, which AWS says to
   retry, or a connection the server closed) are waited out the same way. Other errors fail the task as before.
+The checks and set-up before a run (`check`, `create`, `paced`) make their requests the same way: an outage there
+stops the run as it would during the run (exit 1, the way out named), not as a configuration error.
 """
 
 from __future__ import annotations
@@ -85,6 +87,14 @@ class ManifestServerError(ManifestError):
     got no answer in botocore's attempts: the run stops (exit 1)."""
 
     exit_code = 1
+
+
+def no_answer(table: str, operation: str, attempts: object, err: Exception, waited: float) -> ManifestServerError:
+    """botocore's attempts spent, each past its timeout (or unable to connect): an outage, named, never a verdict."""
+    return ManifestServerError(
+        f"manifest table {table}: a {operation} got no answer in {attempts} attempt(s) ({type(err).__name__}: "
+        f"{err}; {waited:.0f} s); nothing is lost: rerun with the same run id once DynamoDB answers"
+    )
 
 
 def transient_server_error(err: Exception) -> str | None:
@@ -184,9 +194,13 @@ class DynamoDbManifest(RequestManifest):
 
     @contextlib.contextmanager
     def _environment_errors(self) -> Iterator[None]:
-        """No credentials, an unreachable endpoint, access denied: one-line ManifestErrors (exit 2)."""
+        """No credentials, access denied: one-line ManifestErrors (exit 2). An outage (no answer: requests made
+        outside `DynamoDbClient.call`, as the table waiter's) is a ManifestServerError (exit 1)."""
+        started = time.monotonic()
         try:
             yield
+        except (ReadTimeoutError, ConnectTimeoutError, EndpointConnectionError, ConnectionClosedError) as err:
+            raise no_answer(self.table, "request", self.max_attempts, err, time.monotonic() - started) from err
         except BotoCoreError as err:
             raise ManifestError(
                 f"manifest {self.uri}: cannot reach table {self.table} in region {self.region}: {err}"
@@ -203,11 +217,13 @@ class DynamoDbManifest(RequestManifest):
             self._check()
 
     def _check(self) -> None:
-        client = self._client()
+        # Through `call`, as the run's requests: no answer, or throttling or server errors past the patience, stop
+        # it with ManifestServerError or ManifestThrottledError (exit 1), not as a wrong table (exit 2).
+        client = self.dynamodb_client()
         fix = "create it with the Storage stack (make deploy) or, for local/dev, rerun with --create"
         try:
-            table = client.describe_table(TableName=self.table)["Table"]
-        except client.exceptions.ResourceNotFoundException:
+            table = client.call("describe_table", None, TableName=self.table)["Table"]
+        except client.client.exceptions.ResourceNotFoundException:
             raise ManifestError(
                 f"manifest {self.uri}: table {self.table} does not exist in region {self.region}; {fix}"
             ) from None
@@ -228,7 +244,7 @@ class DynamoDbManifest(RequestManifest):
                 f"manifest {self.uri}: table {self.table} has keys {keys}; an events manifest needs partition key "
                 f"{ID} (S) and sort key {FINGERPRINT} (S), as Snowplow's: use such a table"
             )
-        ttl = client.describe_time_to_live(TableName=self.table)["TimeToLiveDescription"]
+        ttl = client.call("describe_time_to_live", None, TableName=self.table)["TimeToLiveDescription"]
         if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING") or ttl.get("AttributeName") != TTL:
             raise ManifestError(
                 f"manifest {self.uri}: TTL on table {self.table} is {ttl.get('TimeToLiveStatus', 'DISABLED')} "
@@ -241,28 +257,32 @@ class DynamoDbManifest(RequestManifest):
             self._create()
 
     def _create(self) -> None:
-        client = self._client()
+        client = self.dynamodb_client()  # through `call`, as `_check`
         # An existing table is left as it is: check() then says whether it is right.
-        with contextlib.suppress(client.exceptions.ResourceInUseException):
-            client.create_table(
-                TableName=self.table,
+        with contextlib.suppress(client.client.exceptions.ResourceInUseException):
+            client.call(
+                "create_table", None, TableName=self.table,
                 AttributeDefinitions=[{"AttributeName": ID, "AttributeType": "S"},
                                       {"AttributeName": FINGERPRINT, "AttributeType": "S"}],
                 KeySchema=[{"AttributeName": ID, "KeyType": "HASH"}, {"AttributeName": FINGERPRINT, "KeyType": "RANGE"}],
                 BillingMode="PAY_PER_REQUEST",
             )  # fmt: skip
-        client.get_waiter("table_exists").wait(TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
-        ttl = client.describe_time_to_live(TableName=self.table)["TimeToLiveDescription"]
+        waiter = client.client.get_waiter("table_exists")
+        waiter.wait(TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+        ttl = client.call("describe_time_to_live", None, TableName=self.table)["TimeToLiveDescription"]
         if ttl.get("TimeToLiveStatus") in (None, "DISABLED"):
-            client.update_time_to_live(
-                TableName=self.table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL}
-            )
+            client.call(
+                "update_time_to_live", None, TableName=self.table,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL},
+            )  # fmt: skip
 
     def paced(self, tasks: int) -> tuple[DynamoDbManifest, dict[str, Any]]:
         """This manifest with each worker's share of the table's capacity, for `tasks` tasks at once; and the
         figures for summary.json."""
         with self._environment_errors():
-            capacity = table_capacity(self._client().describe_table(TableName=self.table)["Table"])
+            capacity = table_capacity(
+                self.dynamodb_client().call("describe_table", None, TableName=self.table)["Table"]
+            )
         tasks = max(tasks, 1)
         paced = dataclasses.replace(
             self,
@@ -362,13 +382,8 @@ class DynamoDbClient(ManifestClient):
                 response: dict[str, Any] = getattr(self.client, operation)(**request)
                 return response
             except (ReadTimeoutError, ConnectTimeoutError, EndpointConnectionError) as err:
-                # botocore's attempts are spent, each past its timeout: an outage, named, never a verdict.
                 attempts = self.client.meta.config.retries.get("total_max_attempts", "all its")
-                raise ManifestServerError(
-                    f"manifest table {self.table}: a {operation} got no answer in {attempts} attempt(s) "
-                    f"({type(err).__name__}: {err}; {time.monotonic() - started:.0f} s); nothing is lost: rerun with "
-                    "the same run id once DynamoDB answers"
-                ) from err
+                raise no_answer(self.table, operation, attempts, err, time.monotonic() - started) from err
             except (ClientError, ConnectionClosedError) as err:
                 throttled = (
                     isinstance(err, ClientError) and err.response.get("Error", {}).get("Code") in THROTTLING_CODES

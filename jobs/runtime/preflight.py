@@ -40,13 +40,21 @@ def check_manifest(config: JobConfig, create: bool) -> None:
 
     Raises:
         InvalidArgumentError: the URI is of no known form.
-        ManifestError: no AWS region for DynamoDB; the manifest is missing, not ours, or cannot be reached.
+        ManifestError: no AWS region for DynamoDB; the manifest is missing, not ours, or cannot be reached (an
+            outage past `manifest.throttle_patience_seconds`, exit 1: see `jobs.manifest.dynamodb`).
     """
     settings = config.manifest
     if settings.uri is not None:
         from jobs.manifest import open_manifest
 
-        manifest = open_manifest(settings.uri, settings.concurrency, settings.max_attempts, buckets=settings.buckets)
+        # The run's own patience: an outage stops the check as it would stop the run (the default waited 10 minutes).
+        manifest = open_manifest(
+            settings.uri,
+            settings.concurrency,
+            settings.max_attempts,
+            settings.throttle_patience_seconds,
+            settings.buckets,
+        )
         if not create:
             manifest.check()
 

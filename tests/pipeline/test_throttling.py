@@ -8,6 +8,8 @@ import json
 import re
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,9 @@ import boto3
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs.manifest import dynamodb
 from jobs.runtime.cli import main
+from scripts.rehearsal.moto_server import serving
 from tests.pipeline.helpers import run_folder_content
 from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
 
@@ -185,3 +189,89 @@ def test_a_manifest_request_that_gets_no_answer_stops_within_the_patience_naming
     ), stopped.value
     default = DynamoDbManifest("dynamodb://t", "t")._client().meta.config
     assert (default.read_timeout, default.connect_timeout) == (60, 60)  # the default patience (3600 s): botocore's own
+
+
+@contextmanager
+def answering_500() -> Iterator[str]:
+    """An endpoint on 127.0.0.1 that answers every request with a bare 500 (as a failing proxy or moto does)."""
+
+    class Failing(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:  # quiet
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = b"<h1>Internal Server Error</h1>"
+            self.send_response(500)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Failing)) as url:
+        yield url
+
+
+def dedup_at_start_up(
+    endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str]:
+    """A dedup run against `endpoint` with a patience of 1 s in one attempt: its exit code and last line. An attempt
+    waits its share of the patience, 1 s here (the shortest, 5 s, lowered for the test)."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setattr(dynamodb, "SHORTEST_TIMEOUT_SECONDS", 0.5)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "events.tsv").write_text("x\n")  # the input is only listed: the run stops before reading it
+    argv = ["dedup", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--run-id", RUNS[0],
+            "--manifest", f"dynamodb://{TABLE}", "--config", one_attempt(tmp_path, throttle_patience_seconds=1)]  # fmt: skip
+    capsys.readouterr()
+    code = main(argv)
+    assert not (tmp_path / "out").exists()  # nothing written
+    return code, capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_a_start_up_check_that_gets_no_answer_stops_within_the_patience_with_the_way_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FAULTS 7 (06.sh, DynamoDB answering nothing from the run's start). Before: the check before Spark started
+    waited botocore's 60 s a attempt whatever the patience, and the outage was a configuration error: exit 2 after
+    609 s with a 20 s patience, "cannot reach table T in region R: Read timeout on endpoint URL", no way out."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts connections, never answers
+        code, line = dedup_at_start_up(f"http://127.0.0.1:{silent.getsockname()[1]}", tmp_path, monkeypatch, capsys)
+    assert code == 1, line
+    assert re.fullmatch(
+        rf"error: manifest table {TABLE}: a describe_table got no answer in 1 attempt\(s\) \(ReadTimeoutError: Read "
+        r"timeout on endpoint URL: \"http://127\.0\.0\.1:[0-9]+/\"; [0-9]+ s\); nothing is lost: rerun with the same "
+        r"run id once DynamoDB answers",
+        line,
+    ), line
+
+
+def test_a_start_up_check_answered_500_past_the_patience_stops_with_the_way_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FAULTS 7 (06.sh, MODE=500). Before: exit 2 after botocore's attempts, "DescribeTable on T in region R was
+    refused: 500", a configuration error, no way out; during the run the same 500s are waited out for the patience."""
+    with answering_500() as endpoint:
+        code, line = dedup_at_start_up(endpoint, tmp_path, monkeypatch, capsys)
+    assert code == 1, line
+    assert re.fullmatch(
+        rf"error: manifest table {TABLE}: a describe_table kept failing with HTTP 500 for [0-9]+ s "
+        r"\(manifest.throttle_patience_seconds: 1\); nothing is lost: rerun with the same run id",
+        line,
+    ), line
+
+
+@pytest.mark.parametrize("step", ["check", "create", "paced"])
+def test_every_request_before_the_run_stops_on_no_answer_as_an_outage(
+    step: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `dedup --create` and the job itself ask before any event (`create`, `check`, `paced`): an outage is a
+    ManifestServerError (exit 1, the way out named), as it is during the run; before, a configuration error (exit 2)."""
+    from jobs.manifest.dynamodb import DynamoDbManifest, ManifestServerError
+
+    monkeypatch.setattr(dynamodb, "SHORTEST_TIMEOUT_SECONDS", 0.5)
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        table = DynamoDbManifest(f"dynamodb://{TABLE}", TABLE, "eu-west-1", f"http://127.0.0.1:{silent.getsockname()[1]}",
+                                 max_attempts=1, patience_seconds=1)  # fmt: skip
+        with pytest.raises(ManifestServerError, match=rf"^manifest table {TABLE}: a [a-z_]+ got no answer in 1 "):
+            getattr(table, step)(*((2,) if step == "paced" else ()))
