@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from jobs import __version__
 from jobs.config import JobConfig
-from jobs.contract import BAD, DUPLICATES, GOOD, QUARANTINE, SUCCESS_MARKER, SUMMARY, Progress
+from jobs.contract import BAD, COMPLETED_BEFORE, DUPLICATES, GOOD, QUARANTINE, SUCCESS_MARKER, SUMMARY, Progress
 from jobs.dedup.job import manifest_for, tasks_at_once
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
@@ -29,10 +29,11 @@ from jobs.manifest.base import SEEN_EARLIER
 from jobs.manifest.writer_lease import writer_lease
 from jobs.runtime.summary import table
 
-# A file a dedup run writes in its run folder: `…/run=ID/good/…` (duplicates/, quarantine/, bad/, summary.json).
+# The names a dedup run writes in its run folder `run=ID/`, and a file it writes there: `…/run=ID/good/…`.
+DEDUP_RUN_ENTRIES = (GOOD, DUPLICATES, QUARANTINE, BAD, SUMMARY)
+DEDUP_RUN_FOLDER = r"run=[0-9]{4}(?:-[0-9]{2}){5}"
 DEDUP_RUN_OUTPUT = re.compile(
-    r"^(?P<run>.*/run=[0-9]{4}(?:-[0-9]{2}){5})/"
-    f"(?P<folder>{'|'.join(map(re.escape, (GOOD, DUPLICATES, QUARANTINE, BAD, SUMMARY)))})(?:/|$)"
+    f"^(?P<run>.*/{DEDUP_RUN_FOLDER})/(?P<folder>{'|'.join(map(re.escape, DEDUP_RUN_ENTRIES))})(?:/|$)"
 )
 NO_MANIFEST_URI = (
     "--manifest: none given and the config has no manifest.uri; allowed: sqlite:PATH, dynamodb://TABLE or lake:PATH"
@@ -104,11 +105,17 @@ def delivered_files(input_path: str) -> tuple[store.Listing, dict[str, int]]:
     `bad/` and `summary.json` are left out, and a run folder without `_SUCCESS` stops the back-fill. Every other
     file is read.
 
+    The run folders directly under the input are found by listing its folders, not only by their files: a completed
+    run whose redo stopped right after clearing it holds `_COMPLETED_BEFORE` and hidden files only, and one killed
+    before it wrote holds nothing visible; each stops the back-fill like any unsealed run folder. A `run=ID` folder
+    without `_SUCCESS` that holds only other visible names (the Snowplow enriched archive's `run=ID/part-…`) is not
+    a dedup run folder: its files are read.
+
     Raises:
         InvalidArgumentError: the input holds a dedup run folder that has not completed (nothing was written).
     """
     listing = store.list_input(input_path)
-    kept, left_out, sealed = [], Counter[str](), dict[str, bool]()
+    kept, left_out, sealed = [], Counter[str](), _unsealed_run_folders(input_path)
     for file in listing.files:
         output = DEDUP_RUN_OUTPUT.match(file.path)
         if output is None:
@@ -131,6 +138,23 @@ def delivered_files(input_path: str) -> tuple[store.Listing, dict[str, int]]:
             "Nothing was written"
         )
     return dataclasses.replace(listing, files=tuple(kept)), dict(sorted(left_out.items()))
+
+
+def _unsealed_run_folders(input_path: str) -> dict[str, bool]:
+    """{folder: False} for each dedup run folder directly under `input_path` without `_SUCCESS` (found by listing
+    folders: one cleared by a stopped redo holds no visible file): it holds `_COMPLETED_BEFORE`, a name a dedup run
+    writes, or nothing visible."""
+    root = input_path.rstrip("/")
+    unsealed = {}
+    for name in store.subfolders(root):
+        folder = f"{root}/{name}"
+        if not re.fullmatch(DEDUP_RUN_FOLDER, name) or store.exists(f"{folder}/{SUCCESS_MARKER}"):
+            continue
+        inside = store.children(folder)
+        visible = {entry for entry in inside if not entry.startswith(store.HIDDEN_PREFIXES)}
+        if COMPLETED_BEFORE in inside or not visible or visible & set(DEDUP_RUN_ENTRIES):
+            unsealed[folder] = False
+    return unsealed
 
 
 def _populate(

@@ -296,6 +296,24 @@ def children(folder: str) -> list[str]:
     return sorted(name for name in names if name)
 
 
+def subfolders(folder: str) -> list[str]:
+    """The names of the folders directly under `folder`, hidden ones too, sorted; [] when there is none (on S3: the
+    prefixes directly under it that hold an object, whatever its name).
+
+    Raises:
+        InvalidArgumentError: `folder` is neither local nor S3.
+    """
+    local = local_path(folder)
+    if local is not None:
+        return [name for name in children(folder) if os.path.isdir(os.path.join(local, name))]
+    bucket, key = _s3_or_refuse(folder)
+    prefix = key.rstrip("/") + "/" if key else ""
+    names: set[str] = set()
+    for page in s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
+        names.update(common["Prefix"][len(prefix) :].rstrip("/") for common in page.get("CommonPrefixes", []))
+    return sorted(name for name in names if name)
+
+
 def _head(bucket: str, key: str) -> dict[str, Any] | None:
     """HeadObject's answer, or None when the object does not exist (any other error is raised: access denied
     must not pass for an empty input)."""

@@ -206,3 +206,17 @@ def killed_at_seal(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
     with monkeypatch.context() as patched:
         patched.setattr(RunFolder, "seal", dying)
         assert main(argv) == 1
+
+
+def killed_after_clear(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
+    """Run `argv`, failing right after it cleared its run folder (what `kill -9` there leaves of a completed run's
+    redo: `_COMPLETED_BEFORE` alone), the leases released on the way out as a failed run's are."""
+    clear = RunFolder.clear
+
+    def dying(self: RunFolder) -> None:
+        clear(self)
+        raise RuntimeError("killed after clearing the run folder")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(RunFolder, "clear", dying)
+        assert main(argv) == 1

@@ -4,14 +4,25 @@ redo of a completed run, a lost or damaged ledger entry, and the printed ways ou
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs.dedup.populate import delivered_files
+from jobs.errors import InvalidArgumentError
 from jobs.fs.run_folder import RunFolder
 from jobs.runtime.cli import main
-from tests.pipeline.helpers import error_line, job_words, killed_at_seal, numbered_events, read_lines, write_lines
+from tests.pipeline.helpers import (
+    error_line,
+    job_words,
+    killed_after_clear,
+    killed_at_seal,
+    numbered_events,
+    read_lines,
+    write_lines,
+)
 
 RUN_A, RUN_C, RUN_B = "2026-12-01-01-00-00", "2026-12-01-01-30-00", "2026-12-01-02-00-00"
 RUN_C_LATER = "2026-12-01-03-00-00"
@@ -367,17 +378,25 @@ def test_the_printed_abandon_names_a_relative_manifest_by_its_absolute_path(
     assert main(job_words(abandon)) == 0, error_line(capsys)
 
 
+@pytest.mark.parametrize("unfinished", ["killed at its seal", "completed, its redo killed after clearing it",
+                                        "killed before it wrote"])  # fmt: skip
 def test_a_backfill_from_an_output_folder_records_only_what_completed_runs_delivered(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    unfinished: str,
 ) -> None:
     """FAULTS 3 (a manifest moved between backends while a run is unfinished).
 
     Given: on a SQLite manifest, run A delivers events 0-4 (a copy of event 0 in its duplicates/) and run B (5-9) is
-    killed at its seal, its good/ in place. The manifest is moved to a lake with `populate-manifest` over the output
-    folder. Before: the back-fill read every file under it, B's unsealed good/ too (exit 0): the lake then held B's
-    events as delivered, and the next run found them as copies, in no completed good/. Now: refused while B has not
-    completed; once B is redone, only the completed runs' good/ is recorded (duplicates/ left out, counted), and the
-    next run on the lake delivers every event once.
+    unfinished: killed at its seal, its good/ in place; or completed, then its redo killed right after it cleared
+    B's folder (`_COMPLETED_BEFORE` alone in it); or killed before it wrote (a hidden `_staging/` alone). The
+    manifest is moved to a lake with `populate-manifest` over the output folder. Before: the back-fill read every
+    file under it, B's unsealed good/ too (exit 0); in the other two it saw no run folder (found only by its
+    visible files; attack 7), exit 0 with none of B's events recorded, though a completed B's may have been found
+    as copies by later runs. Now: refused while B has not completed; once B is redone, only the completed runs'
+    good/ is recorded (duplicates/ left out, counted), and the next run on the lake delivers every event once.
     """
     out, sqlite, lake = tmp_path / "out", f"sqlite:{tmp_path / 'manifest.db'}", f"lake:{tmp_path / 'lake'}"
     config = tmp_path / "config.json"
@@ -386,7 +405,16 @@ def test_a_backfill_from_an_output_folder_records_only_what_completed_runs_deliv
     write_lines(tmp_path / "in-b" / "part-0.tsv", numbered_events(range(5, 10)))
     write_lines(tmp_path / "in-c" / "part-0.tsv", numbered_events(range(0, 11)))
     assert main(dedup(tmp_path / "in-a", out, RUN_A, sqlite, "--create")) == 0
-    killed_at_seal(monkeypatch, dedup(tmp_path / "in-b", out, RUN_B, sqlite))
+    if unfinished == "killed at its seal":
+        killed_at_seal(monkeypatch, dedup(tmp_path / "in-b", out, RUN_B, sqlite))
+    elif unfinished == "killed before it wrote":
+        write_lines(out / f"run={RUN_B}" / "_staging" / "folder=good" / "part-0.txt", numbered_events(range(5, 10)))
+    else:
+        assert main(dedup(tmp_path / "in-b", out, RUN_B, sqlite)) == 0
+        killed_after_clear(monkeypatch, dedup(tmp_path / "in-b", out, RUN_B, sqlite))
+        assert [path.name for path in (out / f"run={RUN_B}").iterdir() if not path.name.startswith(".")] == [
+            "_COMPLETED_BEFORE"
+        ]
     populate = ["populate-manifest", "--input", str(out), "--manifest", lake, "--config", str(config),
                 "--run-id", RUN_C]  # fmt: skip
     capsys.readouterr()
@@ -411,3 +439,16 @@ def test_a_backfill_from_an_output_folder_records_only_what_completed_runs_deliv
     assert main(dedup(tmp_path / "in-c", out, RUN_C_LATER, lake, "--config", str(config))) == 0
     assert read_lines(out / f"run={RUN_C_LATER}" / "good") == numbered_events([10])
     assert good_everywhere(out) == sorted(numbered_events(range(0, 11)))
+
+
+def test_a_backfill_reads_an_archive_run_folder_without_success_as_input(tmp_path: Path) -> None:
+    """A `run=ID/` folder of the Snowplow enriched archive (its part files directly in it, no `_SUCCESS`) is not a
+    dedup run folder: read whole, not refused, while an unsealed dedup run folder beside it is refused."""
+    archive = tmp_path / "archive"
+    write_lines(archive / f"run={RUN_A}" / "part-0.tsv", numbered_events([0]))
+    assert delivered_files(str(archive))[0].paths == [str(archive / f"run={RUN_A}" / "part-0.tsv")]
+    (archive / f"run={RUN_B}").mkdir()
+    (archive / f"run={RUN_B}" / "_COMPLETED_BEFORE").touch()
+    refused = re.escape(f"1 dedup run folder(s) without _SUCCESS: {archive}/run={RUN_B};")
+    with pytest.raises(InvalidArgumentError, match=refused):
+        delivered_files(str(archive))
