@@ -63,6 +63,8 @@ SUCCESS_MARKER = "_SUCCESS"
 # Left in the folder of a completed run that a redo is replacing, until the redo seals: a redo stopped halfway is
 # still the redo of a completed run, whose manifest entries later runs may have decided against.
 COMPLETED_BEFORE = "_COMPLETED_BEFORE"
+# The `run` command's output `OUT/`: its dedup run folders under OUT/deduplicated/, its shred's under OUT/shredded/.
+DEDUPLICATED, SHREDDED = "deduplicated", "shredded"
 
 # Where shred (rdb layout) sends its shredding_complete message: the config's `shred.queue`, also checked by cdk/.
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,75}\.fifo|[A-Za-z0-9_-]{1,80}")

@@ -14,11 +14,10 @@ from jobs.commands.dedup import (
 )
 from jobs.commands.shred import add_format_option, with_iglu_config
 from jobs.config import JobConfig
+from jobs.contract import DEDUPLICATED, SHREDDED
 from jobs.fs.paths import absolute
 from jobs.fs.shreds import PendingShred, require_earlier_shred_complete
 from jobs.runtime.cli import add_run_options, run_spark_job
-
-DEDUPLICATED, SHREDDED = "deduplicated", "shredded"
 
 
 def register(subparsers: Any) -> None:

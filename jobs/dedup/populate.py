@@ -16,7 +16,17 @@ from pyspark.sql import functions as F
 
 from jobs import __version__
 from jobs.config import JobConfig
-from jobs.contract import BAD, COMPLETED_BEFORE, DUPLICATES, GOOD, QUARANTINE, SUCCESS_MARKER, SUMMARY, Progress
+from jobs.contract import (
+    BAD,
+    COMPLETED_BEFORE,
+    DEDUPLICATED,
+    DUPLICATES,
+    GOOD,
+    QUARANTINE,
+    SUCCESS_MARKER,
+    SUMMARY,
+    Progress,
+)
 from jobs.dedup.job import manifest_for, tasks_at_once
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
@@ -111,12 +121,23 @@ def delivered_files(input_path: str) -> tuple[store.Listing, dict[str, int]]:
     without `_SUCCESS` that holds only other visible names (the Snowplow enriched archive's `run=ID/part-…`) is not
     a dedup run folder: its files are read.
 
+    An input that holds `deduplicated/` is a `run` output (`OUT/deduplicated/run=ID/`, `OUT/shredded/run=ID/`): only
+    its `deduplicated/` is read, as a dedup output; every file beside it (the shred's) is left out, counted by its
+    folder under the input.
+
     Raises:
         InvalidArgumentError: the input holds a dedup run folder that has not completed (nothing was written).
     """
+    root = input_path.rstrip("/")
     listing = store.list_input(input_path)
-    kept, left_out, sealed = [], Counter[str](), _unsealed_run_folders(input_path)
+    outputs = [root, f"{root}/{DEDUPLICATED}"] if DEDUPLICATED in store.subfolders(root) else [root]
+    kept, left_out = [], Counter[str]()
+    sealed = {folder: done for output in outputs for folder, done in _unsealed_run_folders(output).items()}
     for file in listing.files:
+        if len(outputs) > 1 and not file.path.startswith(f"{outputs[1]}/"):
+            top, _, below = file.path[len(root) + 1 :].partition("/")
+            left_out[f"{top}/" if below else top] += 1
+            continue
         output = DEDUP_RUN_OUTPUT.match(file.path)
         if output is None:
             kept.append(file)

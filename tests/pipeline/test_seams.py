@@ -452,3 +452,26 @@ def test_a_backfill_reads_an_archive_run_folder_without_success_as_input(tmp_pat
     refused = re.escape(f"1 dedup run folder(s) without _SUCCESS: {archive}/run={RUN_B};")
     with pytest.raises(InvalidArgumentError, match=refused):
         delivered_files(str(archive))
+
+
+def test_a_backfill_from_a_run_output_reads_only_its_deduplicated_good(tmp_path: Path) -> None:
+    """A `run` output (`OUT/deduplicated/run=ID/`, `OUT/shredded/run=ID/`): only the completed dedup runs' good/ is
+    read. Before: the shred's files (and `shredding_complete.json`) were read as enriched lines (attack 7: "2,891 bad
+    lines (skipped)"), and a dedup run folder a stopped redo had cleared under `deduplicated/` was not seen."""
+    out = tmp_path / "out"
+    dedup_run, shred_run = out / "deduplicated" / f"run={RUN_A}", out / "shredded" / f"run={RUN_A}"
+    for path in [dedup_run / "good" / "part-0.txt", dedup_run / "duplicates" / "part-0.txt",
+                 shred_run / "atomic-events" / "part-0.txt", shred_run / "shredded-types" / "part-0.txt"]:  # fmt: skip
+        write_lines(path, numbered_events([0]))
+    for path in [dedup_run / "summary.json", shred_run / "summary.json", shred_run / "shredding_complete.json"]:
+        path.write_text("{}")
+    (dedup_run / "_SUCCESS").touch()
+    (shred_run / "_SUCCESS").touch()
+    listing, left_out = delivered_files(str(out))
+    assert listing.paths == [str(dedup_run / "good" / "part-0.txt")]
+    assert left_out == {"duplicates/": 1, "shredded/": 4, "summary.json": 1}
+    (out / "deduplicated" / f"run={RUN_B}").mkdir()
+    (out / "deduplicated" / f"run={RUN_B}" / "_COMPLETED_BEFORE").touch()
+    refused = re.escape(f"1 dedup run folder(s) without _SUCCESS: {out}/deduplicated/run={RUN_B};")
+    with pytest.raises(InvalidArgumentError, match=refused):
+        delivered_files(str(out))
