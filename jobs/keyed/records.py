@@ -104,7 +104,7 @@ def read_records(
             positioned = positioned.withColumn(name, F.lit(None).cast("string"))
     # The file ranks come from the file listing (one row per input file, no data scan), in the order of the names
     # (Spark lists and `_metadata` gives them %-encoded: `a%20b.csv` would sort after `a!b.csv`).
-    paths = sorted({re.sub("^file:/+", "/", name) for name in frame.inputFiles()}, key=unquote)
+    paths = ranked_files(frame)
     files = local_frame(
         spark, list(zip(paths, range(1, len(paths) + 1), strict=True)), f"{_PATH} string, {POS_FILE} int", slices=1
     )  # broadcast whole: one partition
@@ -203,6 +203,12 @@ def check_json_lines(text: DataFrame, shown: int = 3) -> None:
             f"--input: keys {', '.join('/'.join(spelling) for spelling in clashes[:shown])} differ only in case "
             "across lines, and would be one column; allowed: one spelling per key, nothing written"
         )
+
+
+def ranked_files(records: DataFrame) -> list[str]:
+    """The files `records` reads, in their `POS_FILE` order (rank 1 first), as `_metadata` names them: local paths
+    without `file:`, names %-encoded (`unquote` gives the path)."""
+    return sorted({re.sub("^file:/+", "/", name) for name in records.inputFiles()}, key=unquote)
 
 
 def unranked() -> Column:

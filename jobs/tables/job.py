@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import unquote
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, StructType
 
@@ -23,6 +24,7 @@ from jobs.fs.input import listing_summary
 from jobs.fs.paths import absolute, check_apart, exact, written
 from jobs.keyed import csv_lines
 from jobs.keyed.records import (
+    CSV_LINE,
     CSV_PROBLEM,
     POS_BLOCK,
     POS_FILE,
@@ -31,6 +33,7 @@ from jobs.keyed.records import (
     check_format,
     check_ranked,
     list_records,
+    ranked_files,
     read_records,
     unranked,
     user_columns,
@@ -134,7 +137,7 @@ def insert(
         conformed = records.select(
             *[F.col(f"`{f.name}`").try_cast(f.dataType).alias(f.name) for f in schema.fields],
             *[F.col(f"`{f.name}`").alias(f"__w_in_{f.name}") for f in schema.fields],
-            POS_FILE, POS_BLOCK, POS_ROW, CSV_PROBLEM,
+            POS_FILE, POS_BLOCK, POS_ROW, CSV_PROBLEM, CSV_LINE,
         )  # fmt: skip
     typed = conformed.select(
         "*",
@@ -153,20 +156,31 @@ def insert(
         (F.col(f"`{settings.is_deleted}`").try_cast("int") if settings.is_deleted else F.lit(0)).alias(DELETED),
     )
     checks = _checks(settings, schema, stored is not None)
+    # A row's problem is the first check it fails: a row is counted once (a csv line that is no record has no key).
+    problem = F.coalesce(*[F.when(condition, F.lit(i)) for i, (_, condition) in enumerate(checks)])
     row_hash = F.struct(*[F.col(f"`{f.name}`") for f in schema.fields])
     aggregates = [
         F.count(F.lit(1)).alias("rows"),
         unranked().alias("unranked"),
         F.sum(F.xxhash64(row_hash).cast("decimal(38,0)")).alias("h1"),
         F.sum(F.hash(row_hash).cast("decimal(38,0)")).alias("h2"),
-        *[F.sum(F.when(condition, 1).otherwise(0)).alias(f"c{i}") for i, (_, condition) in enumerate(checks)],
+        *[F.sum(F.when(problem == i, 1).otherwise(0)).alias(f"c{i}") for i in range(len(checks))],
     ]
     progress(f"checking {result['input']}")
     stats = typed.agg(*aggregates).collect()[0]
     check_ranked(stats["unranked"], result["input"])
-    problems = [f"{stats[f'c{i}']:,} row(s): {message}" for i, (message, _) in enumerate(checks) if stats[f"c{i}"]]
-    if problems:
-        raise InvalidInsertError(f"insert into {log.path} rejected, nothing written: " + "; ".join(problems))
+    if any(stats[f"c{i}"] for i in range(len(checks))):
+        progress(f"finding the first row of each problem in {result['input']}")
+        firsts = _first_rows(typed, problem, " after its header" if fmt == "csv" else "")
+        problems = [
+            f"{stats[f'c{i}']:,} row(s): {message}, first at {firsts[i]}"
+            for i, (message, _) in enumerate(checks)
+            if stats[f"c{i}"]
+        ]
+        raise InvalidInsertError(
+            f"insert into {log.path} rejected: {'; '.join(problems)}. Fix or remove those rows, then insert again; "
+            "nothing was inserted"
+        )
     data_id = f"hash:{stats['rows']}:{stats['h1'] or 0}:{stats['h2'] or 0}"
     window = settings.dedup_window
     if token is None and window > 0 and data_id in head["recent_inserts"][-window:]:
@@ -188,6 +202,23 @@ def insert(
                 "recent_inserts": recent, "committed_at": _now()}  # fmt: skip
     log.write(document, part if stats["rows"] else None)
     return {**result, "skipped": None, "commit": number, "part": part if stats["rows"] else None, "rows": stats["rows"]}
+
+
+def _first_rows(typed: DataFrame, problem: Column, counted: str) -> dict[int, str]:
+    """Each problem's first row in input order, as `FILE row N{counted}` (N: the row's number in its file, from 1;
+    a csv header and empty lines are no rows), with the line as read when it is no csv record. Read only when an
+    insert is rejected: it numbers every row of the input."""
+    in_file = Window.partitionBy(POS_FILE).orderBy(POS_BLOCK, POS_ROW)
+    numbered = typed.select(
+        problem.alias("problem"), F.struct(POS_FILE, F.row_number().over(in_file).alias("row"), CSV_LINE).alias("at")
+    )
+    files = ranked_files(typed)
+    firsts = {}
+    for found in numbered.where(F.col("problem").isNotNull()).groupBy("problem").agg(F.min("at").alias("at")).collect():
+        rank, row, line = found["at"]
+        text = f": {line[:120]!r}" if line is not None else ""
+        firsts[found["problem"]] = f"{unquote(files[rank - 1])} row {row}{counted}{text}"
+    return firsts
 
 
 def _checks(settings: TableSettings, schema: StructType, casted: bool) -> list[tuple[str, Any]]:

@@ -10,10 +10,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from jobs.errors import InvalidArgumentError
+from jobs.keyed import csv_lines
 from jobs.runtime.cli import main
 from jobs.tables import job
 from jobs.tables.job import InvalidInsertError
 from jobs.tables.log import TableExistsError, TableLog, TableNotFoundError, TableSettings
+from tests.pipeline.helpers import error_line
 
 
 class Table:
@@ -330,3 +332,26 @@ def test_csv_rows_of_another_width_reject_the_insert(spark: SparkSession, tmp_pa
     out = tmp_path / "csv"
     job.select(spark, table.path, str(out), False, "csv")
     assert sorted(line for p in out.glob("part-*") for line in p.read_text().splitlines()[1:]) == [" a ,1", "a,2"]
+
+
+def test_a_rejected_csv_insert_names_each_problems_first_row_and_counts_a_row_once(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before (attack 7): "1 row(s): holds bytes that are not UTF-8 …; 1 row(s): key column 'id' is null" for one
+    bad row, naming no file, no row and no way out. Now each problem names its first row (file, row after its
+    header, the line as read when it is no csv record), a row is counted under its first problem only, and the
+    line says the way out."""
+    table, data = str(tmp_path / "t"), tmp_path / "in"
+    data.mkdir()
+    (data / "a.csv").write_bytes(b"id,val\na1,one\n,no key\n")
+    (data / "b.csv").write_bytes(b'id,val\nb1,ok\n\nb3,caf\xe9\nb4,"open\nb5,caf\xe9\n')
+    assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+    capsys.readouterr()
+    assert main(["table", "insert", "--table", table, "--input", str(data), "--format", "csv"]) == 2
+    assert error_line(capsys) == (
+        f"error: insert into {table} rejected: 2 row(s): {csv_lines.NOT_TEXT} (csv), first at {data}/b.csv row 2 "
+        f"after its header: 'b3,caf\ufffd'; 1 row(s): {csv_lines.OPEN_QUOTE} (csv), first at {data}/b.csv row 3 "
+        "after its header: 'b4,\"open'; 1 row(s): key column 'id' is null, first at "
+        f"{data}/a.csv row 2 after its header. Fix or remove those rows, then insert again; nothing was inserted"
+    )
+    assert len(list((tmp_path / "t" / "_log").glob("*.json"))) == 1
