@@ -237,13 +237,31 @@ def _refuse_another_manifest(folder: RunFolder, given: str | None) -> None:
     if completed is None:
         return
     recorded = completed.get("manifest", {}).get("uri") if isinstance(completed.get("manifest"), dict) else None
-    if (recorded and absolute_uri(recorded)) == (given and absolute_uri(given)):
+    if _same_manifest(recorded, given):
         return
     allowed = f"--manifest {shlex.quote(absolute_uri(recorded))}" if recorded else "no --manifest"
     raise InvalidArgumentError(
         f"--manifest: run {folder.run_id} completed in {folder.path} with {recorded or 'no manifest'}, and this redo "
         f"gives {given or 'none'}: it could not check the events later runs decided against there. Allowed: "
         f"{allowed} (as it completed), or a new run id for the batch. Nothing was written"
+    )
+
+
+def _same_manifest(recorded: str | None, given: str | None) -> bool:
+    """Whether `given` names the manifest a summary recorded: summaries before absolute URIs hold the path as given,
+    relative to a folder they do not name, which matches any manifest path ending in it."""
+    if recorded is None or given is None:
+        return recorded == given
+    wanted = absolute_uri(given)
+    if wanted == absolute_uri(recorded):
+        return True
+    scheme = next((prefix for prefix in ("sqlite:", "lake:") if recorded.startswith(prefix)), None)
+    relative = recorded.removeprefix(scheme or "")
+    return (
+        bool(scheme)
+        and not relative.startswith(("/", "s3://"))
+        and wanted.startswith(scheme or "")
+        and (wanted.endswith("/" + relative.removeprefix("./")))
     )
 
 
@@ -380,7 +398,7 @@ def _manifest_summary(
     figures: dict[str, Any] = asdict(stats or ManifestStats())
     figures["consumed_capacity"] = round(figures["consumed_capacity"], 3)
     figures["requests_per_input_line"] = round(figures["requests"] / input_lines, 4) if input_lines else 0.0
-    return {"uri": manifest.uri, **figures}
+    return {"uri": absolute_uri(manifest.uri), **figures}  # as a redo from any folder names it
 
 
 def build_summary(counts: dict[tuple[str, str | None], int], strategy: SyntheticStrategy) -> dict[str, Any]:

@@ -150,8 +150,12 @@ def test_a_completed_runs_redo_killed_while_writing_stops_later_runs_until_it_is
     in no completed good/ and nothing named A again; on SQLite, C printed `manifest abandon` as a way out, which
     removed A's pairs (exit 0), and C then lost 5-9 the same way; a redo of A with no --manifest (or another one)
     was let through, exit 0, checking nothing. Now: C stops naming A's redo, abandon and a redo with another
-    manifest are refused, and the redo as printed leaves every event once.
+    manifest are refused, and the redo as printed leaves every event once. The runs name the manifest by a relative
+    path and the printed redo is run from another folder (attack 8: summary.json recorded the path as given, so the
+    printed redo, which names it whole, was refused as another manifest: stuck).
     """
+    monkeypatch.chdir(tmp_path)
+    given = "sqlite:manifest.db" if backend == "sqlite" else "lake:lake"
     manifest = f"sqlite:{tmp_path / 'manifest.db'}" if backend == "sqlite" else f"lake:{tmp_path / 'lake'}"
     out, config = tmp_path / "out", tmp_path / "config.json"
     config.write_text('{"manifest": {"buckets": 4}}')
@@ -159,8 +163,8 @@ def test_a_completed_runs_redo_killed_while_writing_stops_later_runs_until_it_is
     write_lines(tmp_path / "in-a" / "part-0.tsv", numbered_events(range(0, 10)))
     write_lines(tmp_path / "in-b" / "part-0.tsv", numbered_events(range(5, 15)))
     write_lines(tmp_path / "in-c" / "part-0.tsv", numbered_events(range(20, 25)))
-    assert main(dedup(tmp_path / "in-a", out, RUN_A, manifest, "--create", *settings)) == 0
-    assert main(dedup(tmp_path / "in-b", out, RUN_B, manifest, *settings)) == 0
+    assert main(dedup(tmp_path / "in-a", out, RUN_A, given, "--create", *settings)) == 0
+    assert main(dedup(tmp_path / "in-b", out, RUN_B, given, *settings)) == 0
     without = ["dedup", "--input", str(tmp_path / "in-a"), "--output", str(out), "--run-id", RUN_A, *settings]
     assert main(without) == 2  # the sealed run, redone without its manifest
     assert error_line(capsys) == (
@@ -189,7 +193,8 @@ def test_a_completed_runs_redo_killed_while_writing_stops_later_runs_until_it_is
     assert main(["manifest", "abandon", "--manifest", manifest, "--output", str(out), "--run-id", RUN_A]) == 2
     assert main([*without, "--manifest", f"sqlite:{tmp_path / 'other.db'}", "--create"]) == 2
     assert not (tmp_path / "other.db").exists()
-    assert main(job_words(line.removeprefix(stopped))) == 0  # the way out, as printed
+    monkeypatch.chdir("/")
+    assert main(job_words(line.removeprefix(stopped))) == 0  # the way out, as printed, from another folder
     assert main(dedup(tmp_path / "in-c", out, RUN_C_LATER, manifest, *settings)) == 0
     assert good_everywhere(out) == sorted(numbered_events([*range(0, 15), *range(20, 25)]))
 
