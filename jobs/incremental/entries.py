@@ -30,7 +30,7 @@ READ_THREADS = 16
 PREVIOUS = "previous"
 """An entry's field: the digest of the entry before it, as it was when this entry was created."""
 _CONTENT = ("entry", "run_id", "input", "files", "skipped", PREVIOUS)
-_RESTORE = "restore the version its run wrote (an earlier version of the bucket's object, or a backup), then run again"
+_RESTORE = "restore the version its run wrote (an earlier version of the bucket's object, or a backup)"
 
 
 class Ledger:
@@ -86,24 +86,31 @@ class Ledger:
             if recorded is None and linked:
                 raise DamagedFileError(
                     f"{self.entry_path(following['entry'])} is damaged (it lacks `{PREVIOUS}`, which every entry after "
-                    f"{entries[0]['entry']} records); {_RESTORE}; nothing was written"
+                    f"{entries[0]['entry']} records); {_RESTORE}, or move it out of {LEDGER}/ if no run wrote it; then "
+                    "run again; nothing was written"
                 )
             linked = linked or recorded is not None
             if recorded is not None and recorded != entry_digest(entry):
-                self._not_as_left(entry, f"entry {following['entry']} recorded it when its run started")
+                first, second = self.entry_path(entry["entry"]), self.entry_path(following["entry"])
+                raise _disagree(f"{first} and {second}", "the second recorded the first as it was when its run started")
         if entries and self.complete(entries[-1]["run_id"]):
             newest = entries[-1]
-            summary = store.read_json(f"{run_folder(self.output, newest['run_id'])}/{SUMMARY}", _RESTORE)
-            recorded = _recorded_digest(summary)
+            path = f"{run_folder(self.output, newest['run_id'])}/{SUMMARY}"
+            recorded = _recorded_digest(store.read_json(path, f"{_RESTORE}, then run again"))
             if recorded is not None and recorded != entry_digest(newest):
-                self._not_as_left(newest, f"the summary.json of run {newest['run_id']} recorded it as the run sealed")
+                entry_path = self.entry_path(newest["entry"])
+                raise _disagree(
+                    f"{entry_path} and {path}", f"the summary recorded the entry as run {newest['run_id']} sealed"
+                )
 
-    def _not_as_left(self, entry: dict[str, Any], source: str) -> None:
-        raise DamagedFileError(
-            f"{self.entry_path(entry['entry'])} is not as run {entry['run_id']} left it (its files differ from what "
-            f"{source}: replaced, swapped with another entry, or an older copy restored); reading it would give its "
-            f"files to the wrong run. {_RESTORE[0].upper()}{_RESTORE[1:]}; nothing was written"
-        )
+
+def _disagree(files: str, how: str) -> DamagedFileError:
+    return DamagedFileError(
+        f"ledger files disagree: {files} ({how}, and it is not so now: one was replaced, two entries' files swapped, "
+        "an older copy restored, or a stray entry added); reading them could give files to the wrong run. Restore "
+        f"both as their runs wrote them (an earlier version of the bucket's objects, or a backup), or move out of "
+        f"{LEDGER}/ an entry no run wrote; then run again; nothing was written"
+    )
 
 
 def entry_digest(entry: dict[str, Any]) -> str:

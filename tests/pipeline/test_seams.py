@@ -286,7 +286,7 @@ def test_a_damaged_ledger_entry_stops_the_run_naming_it_and_the_way_out(
     ), line
 
 
-@pytest.mark.parametrize("replaced", ["swapped", "newest"])
+@pytest.mark.parametrize("replaced", ["swapped", "newest", "link"])
 def test_a_ledger_entry_replaced_by_another_valid_one_stops_the_run_naming_it(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], replaced: str
 ) -> None:
@@ -294,42 +294,49 @@ def test_a_ledger_entry_replaced_by_another_valid_one_stops_the_run_naming_it(
 
     Given: incremental runs A, B and C read a.tsv, b.tsv and c.tsv (events 0-9, 10-19, 20-29), one file each. Then
     `swapped`: the files lists of entries 1 and 2 are swapped, and A is redone; `newest`: entry 3 is given entry
-    2's files (an older ledger's entry restored in its place), and run D starts with d.tsv (events 30-39).
+    2's files (an older ledger's entry restored in its place); `link`: entry 2's record of entry 1 (`previous`) is
+    edited; then run D starts with d.tsv (events 30-39).
     Before (attack 6): exit 0 both: A's redo read b.tsv, so events 0-9 were in no completed good/ and 10-19 in
-    two; D took c.tsv, no longer named, as new: events 20-29 delivered twice.
-    Now: the run stops before it writes, naming the entry; restored as printed, every event is in one good/.
+    two; D took c.tsv, no longer named, as new: events 20-29 delivered twice. Attack 8: a damaged link named entry
+    1 alone, which was whole: restored as printed, the runs stayed stopped.
+    Now: the run stops before it writes, naming both files that disagree; restored as printed, every event is in
+    one good/.
     """
     source, out = tmp_path / "in", tmp_path / "out"
     for name, start, run in (("a", 0, RUN_A), ("b", 10, RUN_B), ("c", 20, RUN_C_LATER)):
         write_lines(source / f"{name}.tsv", numbered_events(range(start, start + 10)))
         assert main(incremental(source, out, run)) == 0
     entries = [out / "_ledger" / f"{number:020d}.json" for number in (1, 2, 3)]
+    summary = out / f"run={RUN_C_LATER}" / "summary.json"
     copies = [entry.read_bytes() for entry in entries]
     documents = [json.loads(copy) for copy in copies]
+    redo, files = "2026-12-01-04-00-00", f"{entries[0]} and {entries[1]}"
+    how = "the second recorded the first as it was when its run started"
     if replaced == "swapped":
-        damaged, redo, ahead = entries[0], RUN_A, ("entry 2 recorded it when its run started", RUN_A)
+        redo = RUN_A
         first, second = documents[0], documents[1]
         first["files"], second["files"] = second["files"], first["files"]
         entries[0].write_text(json.dumps(first, indent=1) + "\n")
         entries[1].write_text(json.dumps(second, indent=1) + "\n")
-    else:
-        damaged, redo = entries[2], "2026-12-01-04-00-00"
-        ahead = (f"the summary.json of run {RUN_C_LATER} recorded it as the run sealed", RUN_C_LATER)
+    elif replaced == "newest":
+        files, how = f"{entries[2]} and {summary}", f"the summary recorded the entry as run {RUN_C_LATER} sealed"
         entries[2].write_text(json.dumps({**documents[2], "files": documents[1]["files"]}, indent=1) + "\n")
-        write_lines(source / "d.tsv", numbered_events(range(30, 40)))
+    else:
+        entries[1].write_text(json.dumps({**documents[1], "previous": "0" * 64}, indent=1) + "\n")
+    write_lines(source / "d.tsv", numbered_events(range(30, 40)))
     capsys.readouterr()
     assert main(incremental(source, out, redo)) == 1
     assert error_line(capsys) == (
-        f"error: {damaged} is not as run {ahead[1]} left it (its files differ from what {ahead[0]}: replaced, "
-        "swapped with another entry, or an older copy restored); reading it would give its files to the wrong run. "
-        "Restore the version its run wrote (an earlier version of the bucket's object, or a backup), then run again; "
-        "nothing was written"
+        f"error: ledger files disagree: {files} ({how}, and it is not so now: one was replaced, two entries' files "
+        "swapped, an older copy restored, or a stray entry added); reading them could give files to the wrong run. "
+        "Restore both as their runs wrote them (an earlier version of the bucket's objects, or a backup), or move "
+        "out of _ledger/ an entry no run wrote; then run again; nothing was written"
     )
     assert (out / f"run={RUN_A}" / "_SUCCESS").exists() and not (out / "run=2026-12-01-04-00-00").exists()
     for entry, copy in zip(entries, copies, strict=True):
-        entry.write_bytes(copy)  # the way out, as printed
+        entry.write_bytes(copy)  # the way out, as printed (the summary was not touched)
     assert main(incremental(source, out, redo)) == 0
-    expected = range(0, 40) if replaced == "newest" else range(0, 30)
+    expected = range(0, 30) if replaced == "swapped" else range(0, 40)
     assert good_everywhere(out) == sorted(numbered_events(expected))
 
 
