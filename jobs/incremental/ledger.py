@@ -261,8 +261,15 @@ def record_read(plan: Plan, unreadable: dict[str, str]) -> Plan:
         )
     if not unreadable:
         return plan
-    skipped = (*plan.skipped, *(SkippedFile(file, unreadable[file.path]) for file in plan.files if file not in read))
+    newly = [file.path for file in plan.files if file.path in unreadable]
     ledger = Ledger(plan.output)
+    if newly and ledger.completed_once(plan.run_id):  # its entry is final: what it read is in a completed output
+        raise InputChangedError(
+            f"--incremental: run {plan.run_id} completed, and {len(newly)} file(s) it read cannot be read now: "
+            f"{', '.join(newly[:5])}; a redo would not give its output again. Restore them, then redo the run "
+            f"(--run-id {plan.run_id} --incremental); nothing is sealed (no _SUCCESS)"
+        )
+    skipped = (*plan.skipped, *(SkippedFile(file, unreadable[file.path]) for file in plan.files if file not in read))
     entry = json.loads(store.read_bytes(ledger.entry_path(plan.entry)) or b"{}")
     revised = {**entry, "files": [asdict(file) for file in read], "skipped": [file.record() for file in skipped]}
     store.write_bytes(ledger.entry_path(plan.entry), document_bytes({**revised, "revised_at": now_iso()}))

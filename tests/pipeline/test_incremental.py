@@ -396,3 +396,42 @@ def test_a_file_that_grows_while_the_run_reads_it_stops_the_run_before_success(
     assert summary_of(output, 0)["counts"]["input"] == len(lines)
     assert dedup(root, output, 1) == 0  # nothing to do: the grown file is not taken as changed
     assert not (output / f"run={run_id(1)}").exists()
+
+
+def test_a_completed_runs_redo_that_finds_a_file_unreadable_stops_before_its_seal(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FAULTS 4 and 2 (a file rots in place, same size and time; the completed run that read it is redone).
+
+    Before (attack 8): with input.skip_unreadable the redo completed without the file, exit 0: its events left run
+    0's output, its entry moved the file to `skipped`, which the next entry's link no longer matched, so every later
+    run stopped as if the ledger were damaged (and restoring the entry, as printed, left the file in no output).
+    Now: the redo stops before its seal, naming the file; restored, the redo gives run 0's output again."""
+    root, output = tmp_path / "enriched", tmp_path / "out"
+    first = put(root, "hourly", 0, "part-0.tsv", [event(ID_A)])
+    lines = [event(f"d0000000-0000-4000-8000-{i:012d}", event_fingerprint=f"fp-{i}") for i in range(2000)]
+    packed = first.with_name("part-1.tsv.gz")
+    data = gzip.compress("".join(line + "\n" for line in lines).encode())
+    packed.write_bytes(data)
+    config = tmp_path / "config.json"
+    config.write_text('{"input": {"skip_unreadable": true}}')
+    assert dedup(root, output, 0, "--config", str(config)) == 0
+    put(root, "hourly", 1, "part-2.tsv", [event(ID_B, event_fingerprint="fp-b")])
+    assert dedup(root, output, 1, "--config", str(config)) == 0
+    stat = packed.stat()
+    packed.write_bytes(data[: len(data) // 2] + bytes(len(data) - len(data) // 2))  # rotted: same size
+    os.utime(packed, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and time
+    capsys.readouterr()
+    assert dedup(root, output, 0, "--config", str(config)) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --incremental: run {run_id(0)} completed, and 1 file(s) it read cannot be read now: {packed}; a redo "
+        f"would not give its output again. Restore them, then redo the run (--run-id {run_id(0)} --incremental); "
+        "nothing is sealed (no _SUCCESS)"
+    )
+    packed.write_bytes(data)
+    os.utime(packed, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert dedup(root, output, 0, "--config", str(config)) == 0
+    assert read_lines(output / f"run={run_id(0)}" / "good") == sorted([event(ID_A), *lines])
+    put(root, "hourly", 2, "part-3.tsv", [event(ID_C, event_fingerprint="fp-c")])
+    assert dedup(root, output, 2, "--config", str(config)) == 0  # the ledger holds: a later run goes on
+    assert read_lines(output / f"run={run_id(2)}" / "good") == [event(ID_C, event_fingerprint="fp-c")]
