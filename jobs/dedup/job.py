@@ -40,7 +40,7 @@ from jobs.fs.shreds import PendingShred
 from jobs.incremental.ledger import Plan, plan_run, record_read
 from jobs.incremental.window import Window
 from jobs.manifest import Manifest, ManifestCheck, ManifestRun, ManifestStats, open_manifest
-from jobs.manifest.base import RegisteredRun, run_key
+from jobs.manifest.base import ManifestError, RegisteredRun, run_key
 from jobs.manifest.unfinished import run_register
 from jobs.manifest.writer_lease import writer_lease
 from jobs.prog import local_prog
@@ -130,8 +130,16 @@ def run(
     require_input(spark, input_path)
     check_apart("--output", output_path, {"--input": input_path})
     folder = RunFolder(spark, output_path, run_id, "dedup", sorted(set(OUTPUT_FOLDERS.values())))
-    _refuse_another_manifest(folder, config.manifest.uri)
-    manifest = manifest_for(config, create_manifest)  # before any work: a wrong table stops the run here
+    completed = _refuse_another_manifest(folder, config.manifest.uri)
+    try:  # a completed run's redo never makes its manifest: it must find the entries it completed with
+        manifest = manifest_for(config, create_manifest and not completed)  # a wrong table stops the run here
+    except ManifestError as err:
+        if not completed:
+            raise
+        raise ManifestError(
+            f"{err}; --create makes none for a redo of completed run {run_id}: give the manifest it completed with "
+            "(its events are there)"
+        ) from None
     pacing = None
     if manifest is not None:
         manifest, pacing = manifest.paced(tasks_at_once(spark))
@@ -226,19 +234,20 @@ def _run_in_folder(
     return summary
 
 
-def _refuse_another_manifest(folder: RunFolder, given: str | None) -> None:
+def _refuse_another_manifest(folder: RunFolder, given: str | None) -> bool:
     """A redo of a completed run (or of its redo, stopped before its seal) must use the manifest the run completed
     with: later runs decided against its entries there, and a redo elsewhere (or with none) checks nothing of them.
+    Returns whether the folder holds (or held) a completed run.
 
     Raises:
         InvalidArgumentError: the run completed with another manifest, or with none (nothing was written).
     """
     completed = folder.completed_summary()
     if completed is None:
-        return
+        return False
     recorded = completed.get("manifest", {}).get("uri") if isinstance(completed.get("manifest"), dict) else None
     if _same_manifest(recorded, given):
-        return
+        return True
     allowed = f"--manifest {shlex.quote(absolute_uri(recorded))}" if recorded else "no --manifest"
     raise InvalidArgumentError(
         f"--manifest: run {folder.run_id} completed in {folder.path} with {recorded or 'no manifest'}, and this redo "

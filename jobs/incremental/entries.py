@@ -93,15 +93,27 @@ class Ledger:
             if recorded is not None and recorded != entry_digest(entry):
                 first, second = self.entry_path(entry["entry"]), self.entry_path(following["entry"])
                 raise _disagree(f"{first} and {second}", "the second recorded the first as it was when its run started")
-        if entries and self.complete(entries[-1]["run_id"]):
-            newest = entries[-1]
-            path = f"{run_folder(self.output, newest['run_id'])}/{SUMMARY}"
-            recorded = _recorded_digest(store.read_json(path, f"{_RESTORE}, then run again"))
+        newest = entries[-1] if entries else None
+        if newest is not None:
+            path, recorded = self._sealed_digest(newest["run_id"])
             if recorded is not None and recorded != entry_digest(newest):
                 entry_path = self.entry_path(newest["entry"])
                 raise _disagree(
                     f"{entry_path} and {path}", f"the summary recorded the entry as run {newest['run_id']} sealed"
                 )
+
+    def _sealed_digest(self, run_id: str) -> tuple[str, str | None]:
+        """Where the run recorded its entry's digest as it sealed, and that digest: its summary.json, or the copy a
+        stopped redo of it left in `COMPLETED_BEFORE` (None: not sealed, or sealed before digests were recorded)."""
+        folder = run_folder(self.output, run_id)
+        if self.complete(run_id):
+            path = f"{folder}/{SUMMARY}"
+            return path, _recorded_digest(store.read_json(path, f"{_RESTORE}, then run again"))
+        path = f"{folder}/{COMPLETED_BEFORE}"
+        try:  # empty when an earlier version wrote it
+            return path, _recorded_digest(json.loads(store.read_bytes(path) or b"null"))
+        except ValueError:
+            return path, None
 
 
 def _disagree(files: str, how: str) -> DamagedFileError:

@@ -14,6 +14,7 @@ import pytest
 from moto import mock_aws
 from pyspark.sql import SparkSession
 
+from jobs.errors import DamagedFileError
 from jobs.fs import store
 from jobs.incremental.entries import Ledger, entry_digest
 from jobs.incremental.ledger import IncrementalRunError, NothingToDo, plan_run
@@ -435,3 +436,30 @@ def test_a_completed_runs_redo_that_finds_a_file_unreadable_stops_before_its_sea
     put(root, "hourly", 2, "part-3.tsv", [event(ID_C, event_fingerprint="fp-c")])
     assert dedup(root, output, 2, "--config", str(config)) == 0  # the ledger holds: a later run goes on
     assert read_lines(output / f"run={run_id(2)}" / "good") == [event(ID_C, event_fingerprint="fp-c")]
+
+
+def test_the_newest_entry_is_checked_while_a_redo_of_its_completed_run_is_unfinished(tmp_path: Path) -> None:
+    """Attack 8: the newest entry was checked against its run's summary only while `_SUCCESS` was there; with a redo
+    of the completed run stopped halfway (`_COMPLETED_BEFORE`, holding that summary), an entry given another run's
+    files was read as it was (exit 0: one file's lines delivered twice, another's in no completed output)."""
+    root, output = tmp_path / "enriched", tmp_path / "out"
+    put(root, "hourly", 0, "part-0.tsv", [event(ID_A)])
+    plan = plan_run(str(root), str(output), run_id(5))
+    folder = output / f"run={run_id(5)}"
+    folder.mkdir(parents=True)
+    (folder / "_COMPLETED_BEFORE").write_text(json.dumps({"input_files": {"incremental": plan.summary()}}))
+    entry = output / "_ledger" / f"{1:020d}.json"
+    other = put(root, "hourly", 1, "part-1.tsv", [event(ID_B)])
+    document = json.loads(entry.read_text())
+    recorded = next(vars(file) for file in store.list_files(str(root)) if file.path == str(other))
+    entry.write_text(json.dumps({**document, "files": [recorded]}))  # a file another run read, as it is
+    with pytest.raises(DamagedFileError) as refused:
+        plan_run(str(root), str(output), run_id(5))
+    assert str(refused.value).startswith(
+        f"ledger files disagree: {entry} and {folder / '_COMPLETED_BEFORE'} (the summary recorded the entry as run "
+        f"{run_id(5)} sealed, and it is not so now"
+    )
+    entry.write_text(json.dumps(document))  # restored as printed
+    assert [file.path for file in plan_run(str(root), str(output), run_id(5)).files] == [document["files"][0]["path"]]
+    (folder / "_COMPLETED_BEFORE").write_text("")  # as an earlier version left it: nothing to check against
+    assert plan_run(str(root), str(output), run_id(5)).reused

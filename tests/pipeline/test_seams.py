@@ -193,6 +193,17 @@ def test_a_completed_runs_redo_killed_while_writing_stops_later_runs_until_it_is
     assert main(["manifest", "abandon", "--manifest", manifest, "--output", str(out), "--run-id", RUN_A]) == 2
     assert main([*without, "--manifest", f"sqlite:{tmp_path / 'other.db'}", "--create"]) == 2
     assert not (tmp_path / "other.db").exists()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the relative path, given from another folder: another manifest
+    assert main([*without, "--manifest", given, "--create"]) == 2
+    # A summary of an earlier version holds the path as given (attack 8: a redo from another folder with --create
+    # made an empty manifest there, taken for the one the run completed with): the redo never makes its manifest.
+    summary = out / f"run={RUN_A}" / "_COMPLETED_BEFORE"
+    completed = json.loads(summary.read_text())
+    summary.write_text(json.dumps({**completed, "manifest": {**completed["manifest"], "uri": given}}))
+    assert main([*without, "--manifest", given, "--create"]) == 2
+    assert not (tmp_path / "elsewhere" / given.split(":")[1]).exists()
+    summary.write_text(json.dumps(completed))
     monkeypatch.chdir("/")
     assert main(job_words(line.removeprefix(stopped))) == 0  # the way out, as printed, from another folder
     assert main(dedup(tmp_path / "in-c", out, RUN_C_LATER, manifest, *settings)) == 0
