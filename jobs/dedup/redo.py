@@ -1,0 +1,83 @@
+"""The checks before a redo of a completed run (or of its redo, stopped before its seal) writes anything: later runs
+decided against the events it recorded in its manifest, so the redo must use that manifest and an input that still
+holds those events."""
+
+from __future__ import annotations
+
+import shlex
+
+from pyspark.sql import DataFrame
+
+from jobs.contract import COMPLETED_BEFORE
+from jobs.errors import InvalidArgumentError
+from jobs.fs.run_folder import RunFolder
+from jobs.manifest import Manifest, ManifestRun
+from jobs.runtime.invocation import absolute_uri
+
+
+def refuse_another_manifest(folder: RunFolder, given: str | None) -> bool:
+    """A redo of a completed run (or of its redo, stopped before its seal) must use the manifest the run completed
+    with: later runs decided against its entries there, and a redo elsewhere (or with none) checks nothing of them.
+    Returns whether the folder holds (or held) a completed run.
+
+    Raises:
+        InvalidArgumentError: the run completed with another manifest, or with none (nothing was written).
+    """
+    completed = folder.completed_summary()
+    if completed is None:
+        return False
+    recorded = completed.get("manifest", {}).get("uri") if isinstance(completed.get("manifest"), dict) else None
+    if _same_manifest(recorded, given):
+        return True
+    allowed = f"--manifest {shlex.quote(absolute_uri(recorded))}" if recorded else "no --manifest"
+    raise InvalidArgumentError(
+        f"--manifest: run {folder.run_id} completed in {folder.path} with {recorded or 'no manifest'}, and this redo "
+        f"gives {given or 'none'}: it could not check the events later runs decided against there. Allowed: "
+        f"{allowed} (as it completed), or a new run id for the batch. Nothing was written"
+    )
+
+
+def _same_manifest(recorded: str | None, given: str | None) -> bool:
+    """Whether `given` names the manifest a summary recorded: summaries before absolute URIs hold the path as given,
+    relative to a folder they do not name, which matches any manifest path ending in it."""
+    if recorded is None or given is None:
+        return recorded == given
+    wanted = absolute_uri(given)
+    if wanted == absolute_uri(recorded):
+        return True
+    scheme = next((prefix for prefix in ("sqlite:", "lake:") if recorded.startswith(prefix)), None)
+    relative = recorded.removeprefix(scheme or "")
+    return (
+        bool(scheme)
+        and not relative.startswith(("/", "s3://"))
+        and wanted.startswith(scheme or "")
+        and (wanted.endswith("/" + relative.removeprefix("./")))
+    )
+
+
+def refuse_a_shrunk_redo(manifest: Manifest, pairs: DataFrame, run: ManifestRun, folder: RunFolder) -> None:
+    """A redo of a completed run (or of its redo, stopped before its seal) would remove the entries of the events its
+    input no longer holds; a later run may have found those events as copies of this run's, so they would be in no
+    completed output.
+
+    Raises:
+        InvalidArgumentError: the batch lacks events the completed attempt recorded (nothing was written).
+    """
+    lacking = manifest.leftovers(pairs, run)
+    if not lacking:
+        return
+    recorded = (
+        f"--input: run {run.run_id} completed in {folder.path}, recording {lacking:,} event(s) in {manifest.uri} "
+        "that this input no longer holds; a redo would take them out of the manifest, and a later run may have found "
+        "them as copies, so they would be in no completed output."
+    )
+    if folder.sealed:
+        raise InvalidArgumentError(
+            f"{recorded} Allowed: the input it completed with (restore the files), or a new run id for the changed "
+            "batch (the completed run stays as it is). Nothing was written"
+        )
+    raise InvalidArgumentError(
+        f"{recorded} A redo of it stopped before its seal ({folder.path}/{COMPLETED_BEFORE}), so only an input "
+        "holding them may redo it: the files it completed with, and any file its stopped redo read besides; restore "
+        "them, then run again. Nothing was written"
+    )
