@@ -220,3 +220,12 @@ def killed_after_clear(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None
     with monkeypatch.context() as patched:
         patched.setattr(RunFolder, "clear", dying)
         assert main(argv) == 1
+
+
+def good_everywhere(output: Path) -> list[str]:
+    """Every good line of every completed (`_SUCCESS`) run folder under `output`, sorted."""
+    lines: list[str] = []
+    for run in sorted(output.glob("run=*")):
+        if (run / "_SUCCESS").exists():
+            lines.extend(read_lines(run / "good"))
+    return sorted(lines)
