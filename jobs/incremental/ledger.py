@@ -207,7 +207,8 @@ def _reuse(ledger: Ledger, entry: dict[str, Any], listed: Sequence[StoredFile]) 
 
     A file replaced since is read as it is now only while the run has not completed (a truncated upload put
     right, the way to redo a run that stopped on it), and recorded again, so later runs do not take it as
-    changed. Once the run has completed, a redo must give its output again: a changed file stops it.
+    changed. Once the run has completed, a redo must give its output again: a changed file stops it, and its entry
+    is never rewritten (an S3 object uploaded again with the same content has the same ETag and a new time).
 
     Raises:
         IncrementalRunError: the run completed and a file it read has changed since.
@@ -216,13 +217,16 @@ def _reuse(ledger: Ledger, entry: dict[str, Any], listed: Sequence[StoredFile]) 
     now = {file.path: file for file in listed}
     current = tuple(now.get(file.path, file) for file in files)
     changed = [then.path for then, file in zip(files, current, strict=True) if not then.same_content_as(file)]
-    if changed and ledger.completed_once(entry["run_id"]):
+    completed = ledger.completed_once(entry["run_id"])
+    if changed and completed:
         raise IncrementalRunError(
             f"--incremental: run {entry['run_id']} completed, and {len(changed)} file(s) it read changed since "
             f"(size or ETag/time differ from ledger entry {entry['entry']}): {', '.join(changed[:5])}; a redo "
             "would not give its output again. Restore them; nothing was written"
         )
-    if current != files:
+    if completed:
+        current = files  # its entry is final (later entries link to it): the files as recorded, same content
+    elif current != files:
         revised = {**entry, "files": [asdict(file) for file in current], "revised_at": now_iso()}
         store.write_bytes(ledger.entry_path(entry["entry"]), document_bytes(revised))
     skipped = tuple(SkippedFile.of(recorded) for recorded in entry.get("skipped", []))

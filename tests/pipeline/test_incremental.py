@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -295,6 +296,39 @@ def test_planning_on_s3_records_etags(monkeypatch: pytest.MonkeyPatch) -> None:
             "s3://lake/enriched/2026/11/24/02/part-0.tsv"
         ]
         assert store.exists(f"s3://lake/deduplicated/_ledger/{2:020d}.json")
+
+
+def test_a_completed_runs_entry_is_not_rewritten_for_a_file_uploaded_again_with_the_same_content(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Attack 8 (read in the code): on S3 a redo of a completed run rewrote its entry when only a file's time differed
+    (uploaded again, same ETag), so the next entry's link to it no longer matched and every later run stopped as if
+    the ledger were damaged."""
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_DEFAULT_REGION": "eu-west-1"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    root, output = "s3://lake/enriched/", "s3://lake/deduplicated"
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket="lake", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+        for hour in (1, 2, 3):
+            s3.put_object(Bucket="lake", Key=f"enriched/2026/11/24/0{hour}/part-0.tsv", Body=f"{hour}\n".encode())
+            plan_run(root, output, run_id(hour))
+            s3.put_object(Bucket="lake", Key=f"deduplicated/run={run_id(hour)}/_SUCCESS", Body=b"")
+        entry = store.read_bytes(f"{output}/_ledger/{1:020d}.json")
+        listed = store.list_files
+
+        def uploaded_again(path: str) -> list[store.StoredFile]:  # the same bytes, a later time
+            return [
+                dataclasses.replace(file, modified_ms=file.modified_ms + 60_000) if "/01/" in file.path else file
+                for file in listed(path)
+            ]
+
+        monkeypatch.setattr(store, "list_files", uploaded_again)
+        assert plan_run(root, output, run_id(1)).reused  # the redo of completed run 1
+        assert store.read_bytes(f"{output}/_ledger/{1:020d}.json") == entry
+        assert plan_run(root, output, run_id(3)).reused  # and the ledger still holds together
 
 
 @pytest.mark.parametrize("state", ["sealed", "redo-stopped-before-its-seal"])
