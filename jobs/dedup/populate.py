@@ -33,7 +33,7 @@ from jobs.errors import InvalidArgumentError
 from jobs.fs import store
 from jobs.fs.input import Input, count_lines, open_input, read_whole, require_input
 from jobs.fs.paths import absolute
-from jobs.fs.runs import run_timestamp
+from jobs.fs.runs import RUN_ID_PATTERN, run_timestamp
 from jobs.manifest import Manifest, ManifestRun
 from jobs.manifest.base import SEEN_EARLIER
 from jobs.manifest.writer_lease import writer_lease
@@ -41,7 +41,7 @@ from jobs.runtime.summary import table
 
 # The names a dedup run writes in its run folder `run=ID/`, and a file it writes there: `…/run=ID/good/…`.
 DEDUP_RUN_ENTRIES = (GOOD, DUPLICATES, QUARANTINE, BAD, SUMMARY)
-DEDUP_RUN_FOLDER = r"run=[0-9]{4}(?:-[0-9]{2}){5}"
+DEDUP_RUN_FOLDER = f"run={RUN_ID_PATTERN.pattern}"
 DEDUP_RUN_OUTPUT = re.compile(
     f"^(?P<run>.*/{DEDUP_RUN_FOLDER})/(?P<folder>{'|'.join(map(re.escape, DEDUP_RUN_ENTRIES))})(?:/|$)"
 )

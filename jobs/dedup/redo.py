@@ -47,12 +47,9 @@ def _same_manifest(recorded: str | None, given: str | None) -> bool:
         return True
     scheme = next((prefix for prefix in ("sqlite:", "lake:") if recorded.startswith(prefix)), None)
     relative = recorded.removeprefix(scheme or "")
-    return (
-        bool(scheme)
-        and not relative.startswith(("/", "s3://"))
-        and wanted.startswith(scheme or "")
-        and (wanted.endswith("/" + relative.removeprefix("./")))
-    )
+    if scheme is None or relative.startswith(("/", "s3://")):
+        return False
+    return wanted.startswith(scheme) and wanted.endswith("/" + relative.removeprefix("./"))
 
 
 def refuse_a_shrunk_redo(manifest: Manifest, pairs: DataFrame, run: ManifestRun, folder: RunFolder) -> None:

@@ -23,7 +23,7 @@ class UnfinishedShredError(WinnowError):
     exit_code = 1
 
 
-_RUN_ID_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{2}")
+RUN_ID_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{2}-[0-9]{2}")
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -37,7 +37,7 @@ def run_timestamp(run_id: str) -> datetime:
     Raises:
         InvalidArgumentError: the id is not of the form YYYY-MM-DD-HH-MM-SS or names no real time.
     """
-    if not _RUN_ID_PATTERN.fullmatch(run_id):
+    if not RUN_ID_PATTERN.fullmatch(run_id):
         raise InvalidArgumentError(
             f"--run-id: given {run_id!r}; allowed: YYYY-MM-DD-HH-MM-SS, e.g. 2026-11-22-03-00-00"
         )
