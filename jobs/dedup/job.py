@@ -147,16 +147,19 @@ def run(
     manifest_lease = writer_lease(spark, manifest, "dedup", run_id) if manifest else contextlib.nullcontext()
     with manifest_lease:
         register = run_register(manifest) if manifest else None
-        registered = RegisteredRun(
-            run_id, int(run_time.timestamp()), ManifestRun.of(run_id, run_time, config.manifest.ttl_days).ttl,
-            folder.path, redo or _redo_command(input_path, output_path, run_id, incremental is not None, config),
-        )  # fmt: skip
         # The run's identity is its folder: another pipeline's run of the same id on this manifest is another run.
         key = run_key(folder.path, run_id)
         replaces = False  # an earlier attempt may have recorded pairs its batch no longer has: removed at the end
         if register is not None and manifest is not None:
             register.require_no_unfinished(key, absolute_uri(manifest.uri), FileSystem(spark).exists)
-            replaces = register.entry(key) is not None or FileSystem(spark).exists(folder.path)
+            entry = register.entry(key)
+            replaces = entry is not None or FileSystem(spark).exists(folder.path)
+            completed = completed or (entry is not None and entry.completed_before)  # its folder's marker removed
+        registered = RegisteredRun(
+            run_id, int(run_time.timestamp()), ManifestRun.of(run_id, run_time, config.manifest.ttl_days).ttl,
+            folder.path, redo or _redo_command(input_path, output_path, run_id, incremental is not None, config),
+            completed,
+        )  # fmt: skip
         manifest_run = ManifestRun.of(
             run_id, run_time, config.manifest.ttl_days, run_key=key, replaces=replaces, register_entry=registered
         )  # the lake keeps the register entry in its commit
@@ -168,7 +171,7 @@ def run(
         plan = None
         if incremental is not None:
             progress(f"finding the input files under {input_path} no earlier run into {output_path} read")
-            plan = plan_run(input_path, output_path, run_id, incremental)
+            plan = plan_run(input_path, output_path, run_id, incremental, completed_before=completed)
             progress(
                 f"{'reading again' if plan.reused else 'reading'} the {len(plan.files):,} file(s) of ledger entry "
                 f"{plan.entry}"
@@ -176,7 +179,7 @@ def run(
             )
         with folder.writing():
             summary = _run_in_folder(spark, config, input_path, folder, run_time, manifest, plan, progress,
-                                     register_run, manifest_run)  # fmt: skip
+                                     register_run, manifest_run, completed)  # fmt: skip
             if summary["manifest"] is not None and pacing is not None:
                 summary["manifest"]["pacing"] = pacing
             summary["started_at"] = started_at.isoformat(timespec="seconds")
@@ -212,12 +215,24 @@ def _run_in_folder(
     progress: Progress,
     before_manifest_write: Callable[[], None],
     manifest_run: ManifestRun,
+    completed_before: bool,
 ) -> dict[str, Any]:
-    """Read, decide and write the run's lines into its folder (held); the summary without its times."""
+    """Read, decide and write the run's lines into its folder (held); the summary without its times.
+    `completed_before`: the run completed before this attempt (its folder's `COMPLETED_BEFORE`, or its register
+    entry, says so)."""
     skipped = [UnreadableFile(qualified(s.file.path), s.file.size, s.error) for s in plan.skipped] if plan else []
     source = open_input(spark, input_path, plan.listing if plan else None, skipped)
     summary, source = _deduplicate(
-        spark, config, source, folder, run_time, manifest, progress, before_manifest_write, manifest_run
+        spark,
+        config,
+        source,
+        folder,
+        run_time,
+        manifest,
+        progress,
+        before_manifest_write,
+        manifest_run,
+        completed_before,
     )
     if plan is not None:  # before _SUCCESS: the entry says what the run read (a changed file stops it here)
         plan = record_read(plan, source.skipped_of(plan.paths))
@@ -254,6 +269,7 @@ def _deduplicate(
     progress: Progress,
     before_manifest_write: Callable[[], None],
     manifest_run: ManifestRun,
+    completed_before: bool,
 ) -> tuple[dict[str, Any], Input]:
     """Decide and write every line into the run folder; the counts and manifest parts of the summary, and the input
     as read (less any file skipped as unreadable).
@@ -279,7 +295,7 @@ def _deduplicate(
     try:
         if manifest is not None:
             progress(f"checking the manifest {manifest.uri}")
-            if manifest_run.replaces and folder.completed_before:
+            if manifest_run.replaces and completed_before:
                 refuse_a_shrunk_redo(manifest, delivered_pairs(events), manifest_run, folder)
             if manifest.records_when_checked:  # registered before the first pair is written
                 before_manifest_write()
@@ -291,7 +307,7 @@ def _deduplicate(
             progress("deciding the bad lines, the repeated ids and the ids the manifest had seen")
             decisions = persisted(decision_rows(lines, strategy, fingerprint_fields, check.answers, events))
         assert decisions is not None  # taken in the first pass, or just above
-        if manifest is not None and folder.completed_before and not manifest.records_when_checked:
+        if manifest is not None and completed_before and not manifest.records_when_checked:
             before_manifest_write()  # registered before a completed output goes: a later run then waits for it
         folder.clear()
         progress(f"writing every line of {source.path} where its decision says")

@@ -8,7 +8,7 @@ import shlex
 
 from pyspark.sql import DataFrame
 
-from jobs.contract import COMPLETED_BEFORE
+from jobs.contract import SUCCESS_MARKER
 from jobs.errors import InvalidArgumentError
 from jobs.fs.run_folder import RunFolder
 from jobs.manifest import Manifest, ManifestRun
@@ -74,7 +74,7 @@ def refuse_a_shrunk_redo(manifest: Manifest, pairs: DataFrame, run: ManifestRun,
             "batch (the completed run stays as it is). Nothing was written"
         )
     raise InvalidArgumentError(
-        f"{recorded} A redo of it stopped before its seal ({folder.path}/{COMPLETED_BEFORE}), so only an input "
+        f"{recorded} A redo of it stopped before its seal (no {folder.path}/{SUCCESS_MARKER}), so only an input "
         "holding them may redo it: the files it completed with, and any file its stopped redo read besides; restore "
         "them, then run again. Nothing was written"
     )

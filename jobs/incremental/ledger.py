@@ -94,6 +94,8 @@ class Plan:
     """Uploads in progress under the input root (`store.in_progress`): not in the entry, taken once renamed."""
     previous: str | None = None
     """The entry's link to the entry before it (`jobs.incremental.entries.PREVIOUS`)."""
+    completed: bool = False
+    """The run completed before this attempt (a redo): its entry is final, what it read is in a completed output."""
 
     @property
     def paths(self) -> list[str]:
@@ -132,10 +134,15 @@ class Plan:
         )
 
 
-def plan_run(input_root: str, output: str, run_id: str, window: Window | None = None) -> Plan:
+def plan_run(
+    input_root: str, output: str, run_id: str, window: Window | None = None, completed_before: bool = False
+) -> Plan:
     """The files run `run_id` reads: its own entry if it has one, else the new files, recorded in a new entry.
 
     `output` is where the consuming job writes its run folders (`OUT/run=ID/`); the ledger lies beside them.
+    `completed_before`: the caller knows the run completed before (its manifest's register says so), whatever its
+    folder holds now; an entry followed by another is a completed run's too (no run starts before the earlier ones
+    completed).
 
     Raises:
         NothingToDo: no input file is new (nothing is written).
@@ -151,7 +158,8 @@ def plan_run(input_root: str, output: str, run_id: str, window: Window | None = 
     listing = store.list_input(input_root)  # a name Hadoop cannot read stops the run here, before the entry
     listed = listing.files
     if own:
-        return dataclasses.replace(_reuse(ledger, own[0], listed), in_progress=listing.in_progress)
+        completed = completed_before or own[0] is not entries[-1] or ledger.completed_once(run_id)
+        return dataclasses.replace(_reuse(ledger, own[0], listed, completed), in_progress=listing.in_progress)
     _check_can_start(ledger, entries, run_id)
 
     processed = {file["path"]: StoredFile(**file) for entry in entries for file in entry["files"]}
@@ -202,7 +210,7 @@ def plan_run(input_root: str, output: str, run_id: str, window: Window | None = 
     return plan
 
 
-def _reuse(ledger: Ledger, entry: dict[str, Any], listed: Sequence[StoredFile]) -> Plan:
+def _reuse(ledger: Ledger, entry: dict[str, Any], listed: Sequence[StoredFile], completed: bool) -> Plan:
     """The plan of a retry or redo: the entry's files. A file gone since fails the read, naming it.
 
     A file replaced since is read as it is now only while the run has not completed (a truncated upload put
@@ -217,7 +225,6 @@ def _reuse(ledger: Ledger, entry: dict[str, Any], listed: Sequence[StoredFile]) 
     now = {file.path: file for file in listed}
     current = tuple(now.get(file.path, file) for file in files)
     changed = [then.path for then, file in zip(files, current, strict=True) if not then.same_content_as(file)]
-    completed = ledger.completed_once(entry["run_id"])
     if changed and completed:
         raise IncrementalRunError(
             f"--incremental: run {entry['run_id']} completed, and {len(changed)} file(s) it read changed since "
@@ -239,6 +246,7 @@ def _reuse(ledger: Ledger, entry: dict[str, Any], listed: Sequence[StoredFile]) 
         input_root=entry["input"],
         output=ledger.output,
         previous=entry.get(PREVIOUS),
+        completed=completed,
     )
 
 
@@ -267,7 +275,7 @@ def record_read(plan: Plan, unreadable: dict[str, str]) -> Plan:
         return plan
     newly = [file.path for file in plan.files if file.path in unreadable]
     ledger = Ledger(plan.output)
-    if newly and ledger.completed_once(plan.run_id):  # its entry is final: what it read is in a completed output
+    if newly and plan.completed:  # its entry is final: what it read is in a completed output
         raise InputChangedError(
             f"--incremental: run {plan.run_id} completed, and {len(newly)} file(s) it read cannot be read now: "
             f"{', '.join(newly[:5])}; a redo would not give its output again. Restore them, then redo the run "

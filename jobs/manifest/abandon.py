@@ -35,11 +35,7 @@ def abandon(spark: SparkSession, manifest: Manifest, output: str, run_id: str, p
     folder = run_folder(absolute(output), run_id)
     for marker in (SUCCESS_MARKER, COMPLETED_BEFORE):  # a completed run, or the redo of one
         if FileSystem(spark).exists(f"{folder}/{marker}"):
-            raise InvalidArgumentError(
-                f"--run-id: run {run_id} of {output} completed ({folder}/{marker} exists): later runs decided "
-                "against its events, so abandoning them would lose them; nothing was changed. Allowed: a run that "
-                "recorded events and never completed (a completed run's stopped redo is redone with its input)"
-            )
+            raise InvalidArgumentError(_completed(run_id, output, f"{folder}/{marker} exists"))
     key = run_key(folder, run_id)
     etl_time = int(run_timestamp(run_id).timestamp())
     with writer_lease(spark, manifest, "manifest abandon", run_id):
@@ -47,6 +43,10 @@ def abandon(spark: SparkSession, manifest: Manifest, output: str, run_id: str, p
         entry = register.entry(key)
         if entry is None:
             raise InvalidArgumentError(_not_registered(run_id, output, folder, manifest.uri, register.unfinished()))
+        if entry.completed_before:  # its folder's marker removed by hand
+            raise InvalidArgumentError(
+                _completed(run_id, output, f"its entry in the register of {manifest.uri} says so")
+            )
         progress(f"removing the pairs of run {run_id} ({folder}) from {manifest.uri}")
         if isinstance(manifest, LakeManifest):
             removed = manifest.abandon(ManifestRun(run_id, etl_time, 0, "manifest abandon", key))
@@ -74,4 +74,13 @@ def _not_registered(run_id: str, output: str, folder: str, uri: str, unfinished:
     return (
         f"--output: no unfinished run {run_id} of {output} ({folder}) is registered in {uri}; nothing was changed. "
         f"{where}"
+    )
+
+
+def _completed(run_id: str, output: str, evidence: str) -> str:
+    """The refusal of a run that completed once: later runs decided against its events."""
+    return (
+        f"--run-id: run {run_id} of {output} completed ({evidence}): later runs decided against its events, so "
+        "abandoning them would lose them; nothing was changed. Allowed: a run that recorded events and never "
+        "completed (a completed run's stopped redo is redone with its input)"
     )

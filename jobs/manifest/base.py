@@ -124,6 +124,10 @@ class RegisteredRun:
     """The run folder whose `_SUCCESS` completes the run."""
     redo: str
     """The command that redoes the run (for the message that stops a later run)."""
+    completed_before: bool = False
+    """The run had completed (`_SUCCESS`) before this attempt, a redo: later runs decided against its events, so it
+    is redone with the input it completed with, never abandoned. Kept here as well as in its folder's
+    `COMPLETED_BEFORE`, so a removed marker does not make it look like a run that never completed."""
 
     @property
     def key(self) -> str:

@@ -48,10 +48,11 @@ if TYPE_CHECKING:
 SQLITE_TABLE = "winnow_runs"
 SQLITE_SCHEMA = (
     "CREATE TABLE {table} (run_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, etl_time INTEGER NOT NULL, "
-    "ttl INTEGER NOT NULL, folder TEXT NOT NULL, redo TEXT NOT NULL)"
+    "ttl INTEGER NOT NULL, folder TEXT NOT NULL, redo TEXT NOT NULL, completed_before INTEGER NOT NULL DEFAULT 0)"
 )
 DYNAMODB_RUNS_KEY = "winnow:runs"
 LAKE_RUNS = "_runs"
+_PLACES = ", ".join("?" * 7)  # the run key and the six fields of RegisteredRun
 
 
 class UnfinishedRunError(ManifestError):
@@ -95,10 +96,10 @@ class RunRegister(ABC):
             if sealed(f"{run.folder}/{SUCCESS_MARKER}"):
                 self.complete(run)
                 continue
-            if sealed(f"{run.folder}/{COMPLETED_BEFORE}"):
+            if run.completed_before or sealed(f"{run.folder}/{COMPLETED_BEFORE}"):
                 raise UnfinishedRunError(
                     f"manifest {manifest_uri}: run {run.run_id} completed, and a redo of it stopped before its seal "
-                    f"({run.folder}/{COMPLETED_BEFORE}): its events are in no completed output now, and later runs "
+                    f"(no {run.folder}/{SUCCESS_MARKER}): its events are in no completed output now, and later runs "
                     f"decided against them; nothing was written. Redo it first, with the input it completed with: "
                     f"{run.redo}"
                 )
@@ -111,7 +112,8 @@ class RunRegister(ABC):
 
 
 class SqliteRunRegister(RunRegister):
-    """Table `winnow_runs`, keyed by run key (a table of the first layout, keyed by run id, is rebuilt in place)."""
+    """Table `winnow_runs`, keyed by run key (a table of the first layout, keyed by run id, is rebuilt in place; one
+    without `completed_before` gains it, 0 for its entries)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -121,8 +123,16 @@ class SqliteRunRegister(RunRegister):
         columns = [row[1] for row in db.execute(f"PRAGMA table_info({SQLITE_TABLE})")]
         if columns and "run_key" not in columns:
             self._rekey(db)
+        elif columns and "completed_before" not in columns:
+            self._add_completed_before(db)
         db.execute(SQLITE_SCHEMA.format(table=f"IF NOT EXISTS {SQLITE_TABLE}"))
         return db
+
+    def _add_completed_before(self, db: sqlite3.Connection) -> None:
+        db.execute("BEGIN IMMEDIATE")
+        if "completed_before" not in [row[1] for row in db.execute(f"PRAGMA table_info({SQLITE_TABLE})")]:
+            db.execute(f"ALTER TABLE {SQLITE_TABLE} ADD COLUMN completed_before INTEGER NOT NULL DEFAULT 0")
+        db.execute("COMMIT")  # or another connection did it first
 
     def _rekey(self, db: sqlite3.Connection) -> None:
         """The first layout's entries (keyed by run id) under the run keys of the folders they name."""
@@ -130,15 +140,15 @@ class SqliteRunRegister(RunRegister):
         if "run_key" in [row[1] for row in db.execute(f"PRAGMA table_info({SQLITE_TABLE})")]:
             db.execute("COMMIT")  # another connection did it first
             return
-        runs = [RegisteredRun(*row) for row in db.execute(f"SELECT * FROM {SQLITE_TABLE}").fetchall()]
+        runs = [RegisteredRun(*row) for row in db.execute(f"SELECT * FROM {SQLITE_TABLE}").fetchall()]  # 5 columns
         db.execute(f"DROP TABLE {SQLITE_TABLE}")
         db.execute(SQLITE_SCHEMA.format(table=SQLITE_TABLE))
-        db.executemany(f"INSERT INTO {SQLITE_TABLE} VALUES (?, ?, ?, ?, ?, ?)", [(r.key, *astuple(r)) for r in runs])
+        db.executemany(f"INSERT INTO {SQLITE_TABLE} VALUES ({_PLACES})", [(r.key, *astuple(r)) for r in runs])
         db.execute("COMMIT")
 
     def begin(self, run: RegisteredRun) -> None:
         with contextlib.closing(self._connect()) as db:
-            db.execute(f"INSERT OR REPLACE INTO {SQLITE_TABLE} VALUES (?, ?, ?, ?, ?, ?)", (run.key, *astuple(run)))
+            db.execute(f"INSERT OR REPLACE INTO {SQLITE_TABLE} VALUES ({_PLACES})", (run.key, *astuple(run)))
 
     def complete(self, run: RegisteredRun) -> None:
         with contextlib.closing(self._connect()) as db:
@@ -147,7 +157,10 @@ class SqliteRunRegister(RunRegister):
     def unfinished(self) -> list[RegisteredRun]:
         with contextlib.closing(self._connect()) as db:
             rows = db.execute(f"SELECT * FROM {SQLITE_TABLE} ORDER BY run_id, folder").fetchall()
-        return [RegisteredRun(*row[1:]) for row in rows]
+        return [
+            RegisteredRun(run_id, etl_time, ttl, folder, redo, bool(completed))
+            for _, run_id, etl_time, ttl, folder, redo, completed in rows
+        ]
 
 
 class DynamoDbRunRegister(RunRegister):
@@ -169,6 +182,7 @@ class DynamoDbRunRegister(RunRegister):
             DYNAMODB_TTL: {"N": str(run.ttl)},
             "folder": {"S": run.folder},
             "redo": {"S": run.redo},
+            **({"completedBefore": {"BOOL": True}} if run.completed_before else {}),
         }
         self.call("put_item", None, TableName=self.table, Item=item)
 
@@ -199,6 +213,7 @@ class DynamoDbRunRegister(RunRegister):
                     ttl=int(item[DYNAMODB_TTL]["N"]),
                     folder=item["folder"]["S"],
                     redo=item["redo"]["S"],
+                    completed_before=item.get("completedBefore", {}).get("BOOL", False),
                 )
                 for item in page.get("Items", [])
             )

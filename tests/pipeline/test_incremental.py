@@ -331,30 +331,37 @@ def test_a_completed_runs_entry_is_not_rewritten_for_a_file_uploaded_again_with_
         assert plan_run(root, output, run_id(3)).reused  # and the ledger still holds together
 
 
-@pytest.mark.parametrize("state", ["sealed", "redo-stopped-before-its-seal"])
+@pytest.mark.parametrize(
+    "state", ["sealed", "redo-stopped-before-its-seal", "marker-removed-a-later-entry-follows", "marker-removed-known"]
+)
 def test_a_completed_run_whose_files_changed_is_not_redone(tmp_path: Path, state: str) -> None:
     """A redo of a completed run stopped before its seal (`_COMPLETED_BEFORE` left, `_SUCCESS` gone) is still the
-    redo of a completed run: before, its files were read as they are now and the entry rewritten to say so."""
+    redo of a completed run: before, its files were read as they are now and the entry rewritten to say so. So is
+    one whose marker was removed by hand (attack 7), when a later entry follows its own (no run starts before the
+    earlier ones completed) or when the caller knows it completed (the manifest's register says so)."""
     root, output = tmp_path / "enriched", tmp_path / "out"
     first = put(root, "hourly", 0, "part-0.tsv", [event(ID_A)])
     plan_run(str(root), str(output), run_id(5))
-    entry = (output / "_ledger" / f"{1:020d}.json").read_bytes()
     first.write_text(event(ID_A) + "\n" + event(ID_B) + "\n")  # rewritten after run 5 read it
     assert len(plan_run(str(root), str(output), run_id(5)).files) == 1  # not completed yet: the file is read anew
     complete(output, 5)
+    if state == "marker-removed-a-later-entry-follows":
+        put(root, "hourly", 1, "part-0.tsv", [event(ID_B)])
+        plan_run(str(root), str(output), run_id(6))
+        complete(output, 6)
     if state != "sealed":
         (output / f"run={run_id(5)}" / "_SUCCESS").rename(output / f"run={run_id(5)}" / "_COMPLETED_BEFORE")
+    if state.startswith("marker-removed"):
+        (output / f"run={run_id(5)}" / "_COMPLETED_BEFORE").unlink()
     first.write_text(event(ID_C) + "\n")  # and rewritten again after run 5 completed
+    entry = (output / "_ledger" / f"{1:020d}.json").read_bytes()
     with pytest.raises(IncrementalRunError) as refused:
-        plan_run(str(root), str(output), run_id(5))
+        plan_run(str(root), str(output), run_id(5), completed_before=state == "marker-removed-known")
     assert str(refused.value).startswith(
         f"--incremental: run {run_id(5)} completed, and 1 file(s) it read changed since (size or ETag/time differ "
         f"from ledger entry 1): {first}; a redo would not give its output again"
     )
-    revised = json.loads((output / "_ledger" / f"{1:020d}.json").read_text())
-    assert (
-        revised["files"][0]["size"] == len(event(ID_A)) + len(event(ID_B)) + 2 != json.loads(entry)["files"][0]["size"]
-    )
+    assert (output / "_ledger" / f"{1:020d}.json").read_bytes() == entry  # as the completed run left it
 
 
 def test_an_s3_root_that_cannot_be_read_is_an_error_not_an_empty_input() -> None:
@@ -409,8 +416,8 @@ def test_a_file_that_grows_while_the_run_reads_it_stops_the_run_before_success(
     lines = [event(f"d0000000-0000-4000-8000-{i:012d}", event_fingerprint=f"fp-{i}") for i in range(20)]
     growing = put(root, "hourly", 0, "part-0.tsv", lines[:10])
 
-    def listed_then_grown(*args: Any) -> Any:
-        plan = plan_run(*args)
+    def listed_then_grown(*args: Any, **options: Any) -> Any:
+        plan = plan_run(*args, **options)
         with growing.open("a", encoding="utf-8") as handle:  # the upload goes on after the listing
             handle.write("".join(line + "\n" for line in lines[10:]))
         return plan

@@ -142,3 +142,43 @@ def test_a_run_that_can_never_be_redone_is_abandoned(
     assert good(out, RUN_B) == sorted(events(0, 1, 7))  # the abandoned run's events, delivered by a later batch
     assert main(job_words(abandon.replace(RUN_A, RUN_B))) == 2  # a completed run: nothing to abandon
     assert error_line(capsys).startswith(f"error: --run-id: run {RUN_B} of {out} completed")
+
+
+def test_a_completed_runs_stopped_redo_is_held_to_its_input_when_its_folders_marker_is_removed(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    manifest_uri: str, settings: str,
+) -> None:  # fmt: skip
+    """FAULTS 4 and 2 (a file of the state removed; a redo with less input).
+
+    Given: run A delivers 0-5, run B (later) delivers 6-7 and finds 3-5 as A's copies; A's redo stops at its seal
+    (its folder holds `_COMPLETED_BEFORE`, no `_SUCCESS`); the marker is removed by hand, and A's second file is gone.
+    Before (attack 7): the redo was taken for a never-completed run's: exit 0, and 3-5 were in no completed good/.
+    Now the register entry remembers that A completed: the shrunk redo is refused, `manifest abandon` too, a later
+    run prints only the redo; with the file back, the redo leaves every event once.
+    """
+    out, first = tmp_path / "out", tmp_path / "in-1"
+    batch(first, events(0, 1, 2))
+    (first / "part-1.tsv").write_text("".join(line + "\n" for line in events(3, 4, 5)), encoding="utf-8")
+    options = ("--config", settings)
+    assert main(dedup(first, out, RUN_A, manifest_uri, "--create", *options)) == 0
+    assert main(dedup(batch(tmp_path / "in-2", events(3, 4, 5, 6, 7)), out, RUN_B, manifest_uri, *options)) == 0
+    killed_at_seal(monkeypatch, dedup(first, out, RUN_A, manifest_uri, *options))
+    (out / f"run={RUN_A}" / "_COMPLETED_BEFORE").unlink()
+    part = (first / "part-1.tsv").read_bytes()
+    (first / "part-1.tsv").unlink()
+    capsys.readouterr()
+    assert main(dedup(first, out, RUN_A, manifest_uri, *options)) == 2
+    assert error_line(capsys).startswith(
+        f"error: --input: run {RUN_A} completed in {out / f'run={RUN_A}'}, recording 3 event(s) in "
+    )
+    assert main(["manifest", "abandon", "--manifest", manifest_uri, "--output", str(out), "--run-id", RUN_A]) == 2
+    assert f"run {RUN_A} of {out} completed (its entry in the register of " in error_line(capsys)
+    later = dedup(batch(tmp_path / "in-3", events(8)), out, "2026-11-24-03-00-00", manifest_uri, *options)
+    assert main(later) == 1
+    line = error_line(capsys)
+    assert f"run {RUN_A} completed, and a redo of it stopped before its seal" in line and "abandon" not in line
+    (first / "part-1.tsv").write_bytes(part)
+    assert main(dedup(first, out, RUN_A, manifest_uri, *options)) == 0
+    assert main(later) == 0
+    delivered = [line for run in sorted(out.glob("run=*")) for line in read_lines(run / "good")]
+    assert sorted(delivered) == sorted(events(*range(9)))

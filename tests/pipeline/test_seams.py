@@ -117,7 +117,8 @@ def test_a_completed_runs_redo_stopped_before_its_seal_is_still_refused_less_inp
     assert error_line(capsys) == (
         f"error: --input: run {RUN_A} completed in {out / f'run={RUN_A}'}, recording 5 event(s) in {manifest} that "
         "this input no longer holds; a redo would take them out of the manifest, and a later run may have found "
-        f"them as copies, so they would be in no completed output. A redo of it stopped before its seal ({marker}), "
+        f"them as copies, so they would be in no completed output. A redo of it stopped before its seal (no "
+        f"{out / f'run={RUN_A}' / '_SUCCESS'}), "
         "so only an input holding them may redo it: the files it completed with, and any file its stopped redo read "
         "besides; restore them, then run again. Nothing was written"
     )
@@ -178,7 +179,8 @@ def test_a_completed_runs_redo_killed_while_writing_stops_later_runs_until_it_is
     assert main(dedup(tmp_path / "in-c", out, RUN_C_LATER, manifest, *settings)) == 1
     line = error_line(capsys)
     stopped = (
-        f"error: manifest {manifest}: run {RUN_A} completed, and a redo of it stopped before its seal ({marker}): its "
+        f"error: manifest {manifest}: run {RUN_A} completed, and a redo of it stopped before its seal (no "
+        f"{out / f'run={RUN_A}' / '_SUCCESS'}): its "
         "events are in no completed output now, and later runs decided against them; nothing was written. Redo it "
         "first, with the input it completed with: "
     )

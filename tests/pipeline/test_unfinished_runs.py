@@ -334,6 +334,23 @@ def test_a_manifest_and_register_of_the_first_layout_are_read_and_rekeyed_in_pla
     assert register.unfinished() == []
 
 
+def test_a_register_without_completed_before_gains_it_in_place(tmp_path: Path) -> None:
+    """A SQLite register of the layout before `completed_before`: its entries read as never completed, and an entry
+    of a completed run's redo keeps the flag."""
+    path = tmp_path / "manifest.db"
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE winnow_runs (run_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, etl_time INTEGER NOT "
+                   "NULL, ttl INTEGER NOT NULL, folder TEXT NOT NULL, redo TEXT NOT NULL)")  # fmt: skip
+        db.execute("INSERT INTO winnow_runs VALUES (?, ?, 100, 200, '/out/run=A', 'redo A')",
+                   (run_key("/out/run=A", RUN_A), RUN_A))  # fmt: skip
+        db.commit()
+    register = run_register(open_manifest(f"sqlite:{path}"))
+    assert register.unfinished() == [RegisteredRun(RUN_A, 100, 200, "/out/run=A", "redo A")]
+    redo = RegisteredRun(RUN_B, 3, 4, "/out/run=B", "redo B", completed_before=True)
+    register.begin(redo)
+    assert register.entry(redo.key) == redo
+
+
 def test_the_dynamodb_register_keeps_its_items_apart_from_the_events() -> None:
     with mock_aws():
         manifest = open_manifest("dynamodb://manifest")
@@ -341,9 +358,9 @@ def test_the_dynamodb_register_keeps_its_items_apart_from_the_events() -> None:
         register = run_register(manifest)
         first = RegisteredRun(RUN_A, 1, 2, "s3://out/run=A", "redo A")
         register.begin(first)
-        register.begin(RegisteredRun(RUN_B, 3, 4, "s3://out/run=B", "redo B"))
+        register.begin(RegisteredRun(RUN_B, 3, 4, "s3://out/run=B", "redo B", completed_before=True))
         register.complete(first)
-        assert register.unfinished() == [RegisteredRun(RUN_B, 3, 4, "s3://out/run=B", "redo B")]
+        assert register.unfinished() == [RegisteredRun(RUN_B, 3, 4, "s3://out/run=B", "redo B", True)]
         items = boto3.client("dynamodb").scan(TableName="manifest")["Items"]
         assert [(item["eventId"]["S"], item["fingerprint"]["S"], item["ttl"]["N"]) for item in items] == [
             ("winnow:runs", run_key("s3://out/run=B", RUN_B), "4")
