@@ -221,7 +221,10 @@ def _run_in_folder(
     `completed_before`: the run completed before this attempt (its folder's `COMPLETED_BEFORE`, or its register
     entry, says so)."""
     skipped = [UnreadableFile(qualified(s.file.path), s.file.size, s.error) for s in plan.skipped] if plan else []
-    source = open_input(spark, input_path, plan.listing if plan else None, skipped)
+    # A redo whose every file is gone reads none (`_reuse`): it completes with no line, its files listed as skipped.
+    source = open_input(
+        spark, input_path, plan.listing if plan else None, skipped, empty_allowed=bool(plan and plan.reused)
+    )
     summary, source = _deduplicate(
         spark,
         config,

@@ -36,6 +36,9 @@ from jobs.fs.store import StoredFile
 from jobs.incremental.entries import PREVIOUS, READ_THREADS, Ledger, document_bytes, entry_digest, now_iso
 from jobs.incremental.window import Window, file_time, window_note, within_caps
 
+GONE = "gone: not listed under the input root when the run was redone"
+"""The error recorded for a file of a run's entry gone before the run completed (`_reuse`)."""
+
 
 class NothingToDo(Exception):
     """No input file is new: the run is not started and nothing is written (exit 0)."""
@@ -159,7 +162,8 @@ def plan_run(
     listed = listing.files
     if own:
         completed = completed_before or own[0] is not entries[-1] or ledger.completed_once(run_id)
-        return dataclasses.replace(_reuse(ledger, own[0], listed, completed), in_progress=listing.in_progress)
+        plan = _reuse(ledger, own[0], listed, completed, window.skip_unreadable)
+        return dataclasses.replace(plan, in_progress=listing.in_progress)
     _check_can_start(ledger, entries, run_id)
 
     processed = {file["path"]: StoredFile(**file) for entry in entries for file in entry["files"]}
@@ -210,33 +214,51 @@ def plan_run(
     return plan
 
 
-def _reuse(ledger: Ledger, entry: dict[str, Any], listed: Sequence[StoredFile], completed: bool) -> Plan:
-    """The plan of a retry or redo: the entry's files. A file gone since fails the read, naming it.
+def _reuse(
+    ledger: Ledger, entry: dict[str, Any], listed: Sequence[StoredFile], completed: bool, skip_gone: bool
+) -> Plan:
+    """The plan of a retry or redo: the entry's files.
 
     A file replaced since is read as it is now only while the run has not completed (a truncated upload put
     right, the way to redo a run that stopped on it), and recorded again, so later runs do not take it as
-    changed. Once the run has completed, a redo must give its output again: a changed file stops it, and its entry
-    is never rewritten (an S3 object uploaded again with the same content has the same ETag and a new time).
+    changed; a file gone since stops it, unless `skip_gone` (`input.skip_unreadable`): then it is moved to the
+    entry's `skipped` (listed in summary.json; a later run takes it if it comes back). Once the run has completed,
+    a redo must give its output again: a changed or gone file stops it, and its entry is never rewritten (an S3
+    object uploaded again with the same content has the same ETag and a new time).
 
     Raises:
-        IncrementalRunError: the run completed and a file it read has changed since.
+        IncrementalRunError: the run completed and a file it read has changed or gone since, or it has not and a
+            file is gone (without `skip_gone`).
     """
     files = tuple(StoredFile(**file) for file in entry["files"])
     now = {file.path: file for file in listed}
-    current = tuple(now.get(file.path, file) for file in files)
-    changed = [then.path for then, file in zip(files, current, strict=True) if not then.same_content_as(file)]
-    if changed and completed:
+    gone = [file for file in files if file.path not in now]
+    current = tuple(now[file.path] for file in files if file.path in now)
+    changed = [file.path for file in files if file.path in now and not file.same_content_as(now[file.path])]
+    if (changed or gone) and completed:
+        named = [*changed, *(f"{file.path} (gone)" for file in gone)]
         raise IncrementalRunError(
-            f"--incremental: run {entry['run_id']} completed, and {len(changed)} file(s) it read changed since "
-            f"(size or ETag/time differ from ledger entry {entry['entry']}): {', '.join(changed[:5])}; a redo "
-            "would not give its output again. Restore them; nothing was written"
+            f"--incremental: run {entry['run_id']} completed, and {len(named)} file(s) it read changed or went "
+            f"away since (size or ETag/time differ from ledger entry {entry['entry']}, or not listed): "
+            f"{', '.join(named[:5])}; a redo would not give its output again. Restore them; nothing was written"
         )
+    if gone and not completed and not skip_gone:
+        raise IncrementalRunError(
+            f"--incremental: run {entry['run_id']} has not completed, and {len(gone)} file(s) of its ledger entry "
+            f"{entry['entry']} went away since it listed them: {', '.join(file.path for file in gone[:5])}. Restore "
+            "them, then run again; if they are gone for good, set input.skip_unreadable: true and run again: the "
+            "redo reads the rest and lists them in summary.json (a later run takes them if they come back); nothing "
+            "was written"
+        )
+    skipped = tuple(SkippedFile.of(recorded) for recorded in entry.get("skipped", []))
     if completed:
         current = files  # its entry is final (later entries link to it): the files as recorded, same content
     elif current != files:
+        skipped = (*skipped, *(SkippedFile(file, GONE) for file in gone))
         revised = {**entry, "files": [asdict(file) for file in current], "revised_at": now_iso()}
+        if gone:
+            revised["skipped"] = [file.record() for file in skipped]
         store.write_bytes(ledger.entry_path(entry["entry"]), document_bytes(revised))
-    skipped = tuple(SkippedFile.of(recorded) for recorded in entry.get("skipped", []))
     return Plan(
         entry["run_id"],
         entry["entry"],

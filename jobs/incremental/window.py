@@ -35,6 +35,9 @@ class Window:
     """At most this many bytes per run (at least one file is always taken); None: no cap."""
     skip_changed: bool = False
     """Leave out (and list) files that changed after a run read them, instead of stopping."""
+    skip_unreadable: bool = False
+    """A redo of a run that has not completed reads the files of its entry that are still there (those gone are
+    listed as skipped), instead of stopping (`input.skip_unreadable`)."""
 
     def __post_init__(self) -> None:
         for name in ("max_files", "max_bytes"):
@@ -86,6 +89,7 @@ def window_from(
         max_files=max_files if max_files is not None else config.max_files,
         max_bytes=max_bytes if max_bytes is not None else config.max_bytes,
         skip_changed=config.skip_changed,
+        skip_unreadable=config.skip_unreadable,
     )
 
 

@@ -358,8 +358,8 @@ def test_a_completed_run_whose_files_changed_is_not_redone(tmp_path: Path, state
     with pytest.raises(IncrementalRunError) as refused:
         plan_run(str(root), str(output), run_id(5), completed_before=state == "marker-removed-known")
     assert str(refused.value).startswith(
-        f"--incremental: run {run_id(5)} completed, and 1 file(s) it read changed since (size or ETag/time differ "
-        f"from ledger entry 1): {first}; a redo would not give its output again"
+        f"--incremental: run {run_id(5)} completed, and 1 file(s) it read changed or went away since (size or "
+        f"ETag/time differ from ledger entry 1, or not listed): {first}; a redo would not give its output again"
     )
     assert (output / "_ledger" / f"{1:020d}.json").read_bytes() == entry  # as the completed run left it
 
