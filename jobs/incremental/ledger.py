@@ -33,7 +33,7 @@ from jobs.errors import WinnowError
 from jobs.fs import store
 from jobs.fs.runs import run_folder
 from jobs.fs.store import StoredFile
-from jobs.incremental.entries import PREVIOUS, READ_THREADS, Ledger, document_bytes, entry_digest, now_iso
+from jobs.incremental.entries import LEDGER, PREVIOUS, READ_THREADS, Ledger, document_bytes, entry_digest, now_iso
 from jobs.incremental.window import Window, file_time, window_note, within_caps
 
 GONE = "gone: not listed under the input root when the run was redone"
@@ -333,8 +333,22 @@ def _check_whole(ledger: Ledger, entries: Sequence[dict[str, Any]]) -> None:
         raise IncrementalRunError(
             f"--incremental: the ledger {ledger.path} lacks entry {number}{of}; without it the files it named would be "
             f"read again and their events delivered twice. Restore {ledger.entry_path(number or 0)} from a copy (an "
-            "earlier version of the bucket's object), then run again; nothing was written"
+            f"earlier version of the bucket's object), then run again{_or_strays(ledger, entries, number)}; nothing "
+            "was written"
         )
+
+
+def _or_strays(ledger: Ledger, entries: Sequence[dict[str, Any]], gap: int | None) -> str:
+    """The other way out of a gap in the numbers, when every entry after it names a run that wrote no run folder:
+    they may be stray files (an entry after a lost one whose run wrote its folder is a run's: no way out but the
+    lost entry)."""
+    after = [entry for entry in entries if gap is not None and entry["entry"] > gap]
+    if not after or any(store.exists(run_folder(ledger.output, entry["run_id"])) for entry in after):
+        return ""
+    named = ", ".join(ledger.entry_path(entry["entry"]) for entry in after[:3]) + (" …" if len(after) > 3 else "")
+    runs = ", ".join(entry["run_id"] for entry in after[:3])
+    them = "it" if len(after) == 1 else "them"
+    return f". If no run wrote {named} (run {runs}: no run folder), move {them} out of {LEDGER}/ instead"
 
 
 def _check_can_start(ledger: Ledger, entries: Sequence[dict[str, Any]], run_id: str) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs.incremental.entries import entry_digest
 from jobs.runtime.cli import main
 from tests.pipeline.helpers import error_line, good_everywhere, numbered_events, write_lines
 
@@ -155,3 +156,31 @@ def test_a_ledger_entry_replaced_by_another_valid_one_stops_the_run_naming_it(
     assert main(incremental(source, out, redo)) == 0
     expected = range(0, 30) if replaced == "swapped" else range(0, 40)
     assert good_everywhere(out) == sorted(numbered_events(expected))
+
+
+def test_a_stray_entry_after_a_gap_is_named_with_the_way_to_move_it_out(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FAULTS 4 (a stray file added: an entry no run wrote, numbered past the newest, linked to it as a run would).
+
+    Before (attack 8): the line said the ledger lacks entry 2 and "Restore it from a copy": there was none (no run
+    ever wrote entry 2), so no printed way on. Now it names the entry after the gap too, and the other way out; moved
+    out as printed, the next run reads its own file alone: every event once."""
+    source, out = tmp_path / "in", tmp_path / "out"
+    write_lines(source / "a.tsv", numbered_events(range(0, 10)))
+    assert main(incremental(source, out, RUN_A)) == 0
+    first = out / "_ledger" / f"{1:020d}.json"
+    stray = out / "_ledger" / f"{3:020d}.json"
+    document = json.loads(first.read_text())
+    stray.write_text(json.dumps({**document, "entry": 3, "run_id": RUN_C, "previous": entry_digest(document)}))
+    write_lines(source / "b.tsv", numbered_events(range(10, 20)))
+    assert main(incremental(source, out, RUN_B)) == 1
+    assert error_line(capsys) == (
+        f"error: --incremental: the ledger {out / '_ledger'} lacks entry 2; without it the files it named would be read "
+        f"again and their events delivered twice. Restore {out / '_ledger' / f'{2:020d}.json'} from a copy (an "
+        f"earlier version of the bucket's object), then run again. If no run wrote {stray} (run {RUN_C}: no run "
+        "folder), move it out of _ledger/ instead; nothing was written"
+    )
+    stray.rename(tmp_path / "stray.json")  # the way out, as printed
+    assert main(incremental(source, out, RUN_B)) == 0
+    assert good_everywhere(out) == sorted(numbered_events(range(0, 20)))
