@@ -375,7 +375,7 @@ class EnvConfig(EnvSettings):
     def check_manifest_capacity(self) -> None:
         """Reject a plan the manifest table cannot serve (`manifest.backend` dynamodb only).
 
-        The jobs pace their requests to the table's capacity (jobs/manifest/dynamodb.py), so requests in flight
+        The jobs pace their requests to the table's capacity (jobs/manifest/dynamodb_client.py), so requests in flight
         no longer storm the table; what can still fail a run at 3 a.m. is a table too small for the volume (the
         manifest pass of `pipeline.events_per_run` events, one put per event and, with cross-batch synthetic
         dedup, one query, must fit in half the job timeout at the table's rate), or too few requests in flight

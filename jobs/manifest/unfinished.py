@@ -43,7 +43,7 @@ from jobs.fs import store
 from jobs.manifest.base import Manifest, ManifestError, RegisteredRun
 
 if TYPE_CHECKING:
-    from jobs.manifest.dynamodb import DynamoDbClient
+    from jobs.manifest.dynamodb_client import DynamoDbClient
 
 SQLITE_TABLE = "winnow_runs"
 SQLITE_SCHEMA = (

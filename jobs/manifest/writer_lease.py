@@ -21,7 +21,7 @@ from jobs.fs.lease import FileLease, Lease
 from jobs.manifest.base import Manifest
 
 if TYPE_CHECKING:
-    from jobs.manifest.dynamodb import DynamoDbClient
+    from jobs.manifest.dynamodb_client import DynamoDbClient
 
 LEASE_KEY = {DYNAMODB_PARTITION_KEY: {"S": "winnow:writer-lease"}, DYNAMODB_SORT_KEY: {"S": "writer"}}
 

@@ -189,7 +189,7 @@ def test_the_dynamodb_writer_lease_is_one_item_put_only_if_absent() -> None:
     from moto import mock_aws
 
     from jobs.fs.lease import LeaseHeldError
-    from jobs.manifest.dynamodb import DynamoDbClient
+    from jobs.manifest.dynamodb_client import DynamoDbClient
     from jobs.manifest.writer_lease import LEASE_KEY, DynamoDbLease
 
     with mock_aws():

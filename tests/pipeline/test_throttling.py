@@ -170,7 +170,8 @@ def test_a_manifest_request_that_gets_no_answer_stops_within_the_patience_naming
     task: the run ended on `Py4JJavaError: An error occurred while calling o455.count.` (attack 6). Now each attempt
     waits its share of the patience, and the failure names the table, the operation, the cause and the way out
     (`ManifestServerError`, which the run's last line shows whole)."""
-    from jobs.manifest.dynamodb import DynamoDbClient, DynamoDbManifest, ManifestServerError
+    from jobs.manifest.dynamodb import DynamoDbManifest
+    from jobs.manifest.dynamodb_client import DynamoDbClient, ManifestServerError
 
     with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts connections, never answers
         endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
@@ -267,7 +268,8 @@ def test_every_request_before_the_run_stops_on_no_answer_as_an_outage(
 ) -> None:
     """What `dedup --create` and the job itself ask before any event (`create`, `check`, `paced`): an outage is a
     ManifestServerError (exit 1, the way out named), as it is during the run; before, a configuration error (exit 2)."""
-    from jobs.manifest.dynamodb import DynamoDbManifest, ManifestServerError
+    from jobs.manifest.dynamodb import DynamoDbManifest
+    from jobs.manifest.dynamodb_client import ManifestServerError
 
     monkeypatch.setattr(dynamodb, "SHORTEST_TIMEOUT_SECONDS", 0.5)
     with socket.create_server(("127.0.0.1", 0)) as silent:
