@@ -3,6 +3,7 @@ its retries and timeouts cut to the lookup's deadline, and its waits on the dead
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -29,6 +30,7 @@ from jobs.iglu.repositories import (
     RegistryError,
     Repository,
     SchemaKey,
+    reject_constant,
     short,
 )
 
@@ -167,7 +169,7 @@ class HttpRepository(Repository):
         status = response.status
         body, failure = _read_body(response, deadline)  # whatever the status: the connection is then reusable
         if 200 <= status < 300:
-            return Fetched(body, failure, attempts)
+            return Fetched(body, failure or _not_a_schema(body, status), attempts)
         if status == 404:
             return Fetched(None, RegistryError("NotFound"), attempts)
         # Upstream's Http4s lookup says the same, status only ("Remove entropy from client failures").
@@ -175,6 +177,20 @@ class HttpRepository(Repository):
         if status >= 500 or status in _TRANSIENT_STATUSES:
             return Fetched(None, RegistryError("RepoFailure", message), attempts)
         return Fetched(None, RegistryError("ClientFailure", message), attempts)
+
+
+def _not_a_schema(body: bytes | None, status: int) -> RegistryError | None:
+    """An answer of 2xx whose body is no self-describing schema (an Iglu server serves each schema with its `self`
+    block): a gateway's or proxy's page, an empty body, a maintenance message. An outage, asked again until the
+    deadline, never a verdict on the events (which would make them bad rows, or shred them with no columns)."""
+    try:
+        document = json.loads(body or b"", parse_constant=reject_constant)
+    except (RecursionError, ValueError):
+        document = None
+    if isinstance(document, dict) and isinstance(document.get("self"), dict):
+        return None
+    shown = (body or b"")[:80].decode("utf-8", "replace").replace("\n", " ")
+    return RegistryError("RepoFailure", f"answered {status} with no self-describing schema: {shown!r}")
 
 
 def _read_body(response: BaseHTTPResponse, deadline: Deadline) -> tuple[bytes | None, RegistryError | None]:

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
@@ -200,6 +200,11 @@ class EmbeddedRepository(Repository):
         if text is None:
             return Fetched(None, RegistryError("NotFound"), 1)
         return Fetched(text, None, 1)
+
+
+def reject_constant(name: str) -> Any:
+    """For `json.loads`: NaN and Infinity are not JSON."""
+    raise ValueError(f"{name} is not JSON")
 
 
 def short(err: object) -> str:

@@ -36,12 +36,12 @@ from jobs.iglu.repositories import SYSTEM_CLOCK as SYSTEM_CLOCK
 from jobs.iglu.repositories import Clock as Clock
 from jobs.iglu.repositories import Deadline as Deadline
 from jobs.iglu.repositories import EmbeddedRepository as EmbeddedRepository
-from jobs.iglu.repositories import Fetched, short
+from jobs.iglu.repositories import Fetched, reject_constant, short
 from jobs.iglu.repositories import RegistryError as RegistryError
 from jobs.iglu.repositories import Repository as Repository
 from jobs.iglu.repositories import SchemaKey as SchemaKey
 from jobs.iglu.repositories import read_local as read_local
-from jobs.iglu.resolver_config import ResolverConfigParser, given, json_type, reject_constant
+from jobs.iglu.resolver_config import ResolverConfigParser, given, json_type
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import urllib3
 
 from jobs.errors import InvalidConfigError
 from jobs.iglu.http_repository import HTTP_RETRY, HTTP_TIMEOUT, HttpRepository
-from jobs.iglu.repositories import URI_SCHEME, EmbeddedRepository, Repository
+from jobs.iglu.repositories import URI_SCHEME, EmbeddedRepository, Repository, reject_constant
 
 CONFIG_SCHEMA_PREFIX = "iglu:com.snowplowanalytics.iglu/resolver-config/jsonschema/"
 _CONFIG_SCHEMA = re.compile(re.escape(CONFIG_SCHEMA_PREFIX) + r"1-0-[0-3]")
@@ -22,10 +22,6 @@ _ALLOWED_CONFIG_SCHEMAS = f"{CONFIG_SCHEMA_PREFIX}1-0-0 to 1-0-3"
 _ALLOWED_CONNECTIONS = '{"embedded": {"path": …}} or {"http": {"uri": …, "apikey": …}}'
 _REPOSITORY_KEYS = ("name", "priority", "vendorPrefixes", "connection")
 _GIVEN_LIMIT = 120
-
-
-def reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def json_type(value: object) -> str:

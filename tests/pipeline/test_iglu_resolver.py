@@ -594,23 +594,31 @@ def test_self_naming_another_key_is_an_invalid_schema(registry: Registry) -> Non
 
 
 @pytest.mark.parametrize(
-    ("body", "message"),
-    [
-        (b"<html>moved</html>", "registry: not valid JSON: Expecting value: line 1 column 1 (char 0)"),
-        (b'["not", "an", "object"]', "registry: not a JSON object; given an array"),
-        (b'{"self": "iglu:com.acme/thing/jsonschema/1-0-0"}', 'registry: its self block names "iglu:com.acme/thing/jsonschema/1-0-0", not iglu:com.acme/thing/jsonschema/1-0-0'),
-    ],
+    "body",
+    [b"<html>moved</html>", b"", b'["not", "an", "object"]', b'{"message": "service unavailable"}',
+     b'{"self": "iglu:com.acme/thing/jsonschema/1-0-0"}', b'{"type": "object"}'],
 )  # fmt: skip
-def test_an_answer_that_is_not_a_schema_object_is_an_invalid_schema(
-    registry: Registry, body: bytes, message: str
+def test_an_http_answer_of_200_that_is_no_self_describing_schema_is_an_outage(
+    registry: Registry, waits: Waits, body: bytes
 ) -> None:
+    """FAULTS 6 (attack 9): a gateway's page, an empty body or a maintenance message answered with 200. Before: an
+    HTML or empty body made every event of the type a `loader_iglu_error` bad row, and a JSON object without `self`
+    was taken as a schema of no columns: the entities were shredded with none of their data; both sealed, exit 0.
+    An Iglu server serves every schema with its `self` block: anything else is asked again, then stops the run."""
     registry.serve(f"/schemas/{THING.path}", body)
-    assert resolver(http("registry", registry.uri)).lookup(THING) == InvalidSchema(THING, message)
+    res = Resolver.from_config(config(http("ours", registry.uri)), "conf/resolver.json", lookup_deadline_seconds=10)
+    with pytest.raises(RegistryOutageError) as err:
+        res.lookup(THING)
+    shown = body[:80].decode()
+    last = f"answered 200 with no self-describing schema: {shown!r}"
+    assert str(err.value) == outage(f"ours (http {registry.uri})", THING, 5, last, limit="10 s")
 
 
-def test_a_schema_without_self_is_taken_as_it_is(registry: Registry) -> None:
-    registry.serve(f"/schemas/{THING.path}", {"type": "object"})
-    assert resolver(http("registry", registry.uri)).lookup(THING) == {"type": "object"}
+def test_a_schema_file_without_self_in_an_embedded_repository_is_taken_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "repo" / "schemas" / THING.path
+    path.parent.mkdir(parents=True)
+    path.write_text('{"type": "object"}')
+    assert resolver(embedded("files", tmp_path / "repo")).lookup(THING) == {"type": "object"}
 
 
 def test_history_messages_are_cut_to_256_characters() -> None:
