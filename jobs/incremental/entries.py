@@ -101,6 +101,7 @@ class Ledger:
                 raise _disagree(
                     f"{entry_path} and {path}", f"the summary recorded the entry as run {newest['run_id']} sealed"
                 )
+        _check_apart(self, entries)  # after the digests: a replaced entry is named with what recorded it
 
     def _sealed_digest(self, run_id: str) -> tuple[str, str | None]:
         """Where the run recorded its entry's digest as it sealed, and that digest: its summary.json, or the copy a
@@ -114,6 +115,24 @@ class Ledger:
             return path, _recorded_digest(json.loads(store.read_bytes(path) or b"null"))
         except ValueError:
             return path, None
+
+
+def _check_apart(ledger: Ledger, entries: Sequence[dict[str, Any]]) -> None:
+    """Each file is read by one run: no two entries list it (a stray entry naming files another entry names would
+    have them read again, by a redo of its run).
+
+    Raises:
+        DamagedFileError: two entries list one file, both named.
+    """
+    read_by: dict[str, int] = {}
+    for entry in entries:
+        for file in entry["files"]:
+            first = read_by.setdefault(file["path"], entry["entry"])
+            if first != entry["entry"]:
+                raise _disagree(
+                    f"{ledger.entry_path(first)} and {ledger.entry_path(entry['entry'])}",
+                    f"each file is read by one run, and both list {file['path']}",
+                )
 
 
 def _disagree(files: str, how: str) -> DamagedFileError:

@@ -184,3 +184,29 @@ def test_a_stray_entry_after_a_gap_is_named_with_the_way_to_move_it_out(
     stray.rename(tmp_path / "stray.json")  # the way out, as printed
     assert main(incremental(source, out, RUN_B)) == 0
     assert good_everywhere(out) == sorted(numbered_events(range(0, 20)))
+
+
+def test_a_stray_entry_naming_files_another_entry_lists_stops_every_run_naming_both(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FAULTS 4 (a stray entry, linked right: `previous` is the digest of the entry before it).
+
+    Before (attack 9): the next run printed "run R (ledger entry 2) has not completed … Redo it first"; the redo, as
+    printed, read entry 1's file again: 10 of 10 events in two completed good/, exit 0. Now every run stops naming
+    both entries; the stray one moved out as printed, the next run reads its own file alone: every event once."""
+    source, out = tmp_path / "in", tmp_path / "out"
+    write_lines(source / "a.tsv", numbered_events(range(0, 10)))
+    assert main(incremental(source, out, RUN_A)) == 0
+    first, stray = out / "_ledger" / f"{1:020d}.json", out / "_ledger" / f"{2:020d}.json"
+    document = json.loads(first.read_text())
+    stray.write_text(json.dumps({**document, "entry": 2, "run_id": RUN_C, "previous": entry_digest(document)}))
+    write_lines(source / "b.tsv", numbered_events(range(10, 20)))
+    for run in (RUN_C, RUN_B):  # the stray entry's redo, and a new run
+        assert main(incremental(source, out, run)) == 1
+        assert error_line(capsys).startswith(
+            f"error: ledger files disagree: {first} and {stray} (each file is read by one run, and both list "
+            f"{document['files'][0]['path']}, and it is not so now"
+        )
+    stray.rename(tmp_path / "stray.json")  # the way out, as printed
+    assert main(incremental(source, out, RUN_B)) == 0
+    assert good_everywhere(out) == sorted(numbered_events(range(0, 20)))
