@@ -28,6 +28,12 @@ from jobs.fs import store
 from jobs.fs.hadoop import FileSystem
 
 
+class LeaseNotReleasedError(WinnowError):
+    """A completed run's lease could not be removed: the next run would find it held (exit 1)."""
+
+    exit_code = 1
+
+
 class LeaseHeldError(WinnowError):
     """Another writer holds the lease: the run stops before writing anything (exit 1)."""
 
@@ -155,8 +161,22 @@ class Lease(ABC):
         self.acquire()
         return self
 
-    def __exit__(self, *_: object) -> None:
-        self.release()
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        """Release the lease. When the store that holds it is down, the way out must say so: a stopped run's error
+        gets a note (its one line names the lease and how to remove it); a completed run stops here."""
+        try:
+            self.release()
+        except Exception as err:
+            cause = f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
+            if error is None:
+                raise LeaseNotReleasedError(
+                    f"{self.target}: the run completed, and its lease could not be released ({cause}); once the store "
+                    f"answers, {self.removal()} before the next run"
+                ) from err
+            error.add_note(  # the cause in short: its way out (rerun) is not this lease's
+                f"Its lease on {self.target} could not be released as it stopped ({type(err).__name__}): before "
+                f"running again, {self.removal()}"
+            )
 
 
 def _token(document: bytes) -> str | None:

@@ -112,6 +112,8 @@ def main(argv: Sequence[str] | None = None, prog: str = LOCAL_PROG) -> int:
             message, code = one_line(str(err)), int(getattr(err, "exit_code", 2))
         else:  # not ours to explain: what it was, in one line
             message, code = f"{args.job} failed: {type(err).__name__}: {first_line(err)}", 1
+        for note in notes_of(err):
+            message = f"{message.rstrip('.')}. {one_line(note)}"
         # A failure with a cause worth reading (a Spark job, an unexpected error) says where the detail is.
         unexpected = isinstance(err, JobFailedError) or not isinstance(err, WinnowError)
         print(f"error: {message}{' (run with --debug for the traceback)' if unexpected and not debug else ''}",
@@ -192,6 +194,19 @@ def out_of_memory(err: BaseException, spark_conf: dict[str, str]) -> str | None:
         "config's spark.conf: configs/local.json sets 4g; on EMR emr.spark_conf's spark.driver.memory or "
         "spark.executor.memory)"
     )
+
+
+def notes_of(err: BaseException) -> list[str]:
+    """The notes added to `err` or to an error it was raised from (a lease that could not be released as the run
+    stopped: `jobs.fs.lease`), in the order of the chain, each once."""
+    notes: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        notes += [note for note in getattr(current, "__notes__", []) if note not in notes]
+        current = current.__cause__ or current.__context__
+    return notes
 
 
 def first_line(err: BaseException) -> str:

@@ -50,6 +50,7 @@ class Faults:
     max_per_second: int = 0  # PutItems and Queries above this many in the last second are throttled (0: no limit)
     server_errors: int = 0  # the next this many PutItems and Queries get a server error (-1: all, for good)
     server_error_kinds: tuple[str, ...] = tuple(SERVER_ERRORS)  # taken in turn
+    lease_down: bool = False  # the writer lease's reads and removals get a server error (its creation does not)
     puts: int = 0
     throttled: int = 0
     failed: int = 0
@@ -108,6 +109,8 @@ def _proxy(upstream: str, faults: Faults) -> Iterator[str]:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             operation = self.headers.get("X-Amz-Target", "").rpartition(".")[2]
             injected = faults.decide(operation, body) if operation in ("PutItem", "Query") else None
+            if faults.lease_down and operation in ("GetItem", "DeleteItem") and b"winnow:writer-lease" in body:
+                injected = SERVER_ERRORS["InternalServerError"]
             if injected is not None:
                 self._answer(*injected)
                 return

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -162,6 +163,39 @@ def test_server_errors_past_the_patience_stop_the_run_with_one_line(
         line,
     ), line
     assert not (out / f"run={RUNS[0]}" / "_SUCCESS").exists()
+
+
+def test_a_run_stopped_by_an_outage_that_also_keeps_its_lease_says_how_to_remove_it(
+    spark: SparkSession, batches: Path, tmp_path: Path, endpoint: str, faults: Faults,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """FAULTS 6 (DynamoDB answering 500 for the rest of the run). Before (attack 9): the line said "nothing is lost:
+    rerun with the same run id", the error of the lease's release, which DynamoDB refused too; that rerun was
+    refused, the lease still held. Now the line says the lease was kept and how to remove it; done as printed once
+    DynamoDB answers, the rerun completes."""
+    provisioned_table(endpoint, writes=1000, reads=1000)
+    faults.server_errors, faults.lease_down = -1, True
+    config = tmp_path / "impatient.json"
+    config.write_text('{"manifest": {"max_attempts": 1, "throttle_patience_seconds": 1}}')
+    out = tmp_path / "out"
+    argv = ["dedup", "--input", str(batches / "batch=1"), "--output", str(out), "--run-id", RUNS[0],
+            "--manifest", f"dynamodb://{TABLE}", "--config", str(config)]  # fmt: skip
+    capsys.readouterr()
+    assert main(argv) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "nothing is lost: rerun with the same run id. Its lease on manifest dynamodb://" in line, line
+    removal = re.search(r"before running again, remove its lease: (aws dynamodb delete-item .*\}') \(run", line)
+    assert removal is not None, line
+    faults.server_errors, faults.lease_down = 0, False  # DynamoDB answers again
+    assert main(argv) == 1  # the lease is still there: the rerun alone is refused
+    assert "is being written by dedup run" in capsys.readouterr().err
+    words = shlex.split(removal.group(1))  # the printed command, as the shell gives it to the AWS CLI
+    key = json.loads(words[words.index("--key") + 1])
+    boto3.client("dynamodb", endpoint_url=endpoint).delete_item(
+        TableName=words[words.index("--table-name") + 1], Key=key
+    )
+    assert main(argv) == 0
+    assert (out / f"run={RUNS[0]}" / "_SUCCESS").exists()
 
 
 def test_a_manifest_request_that_gets_no_answer_stops_within_the_patience_naming_the_table_and_the_way_out() -> None:
