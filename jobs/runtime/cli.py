@@ -215,10 +215,11 @@ def first_line(err: BaseException) -> str:
 
 def _known_failure(err: BaseException, args: argparse.Namespace, config: JobConfig) -> str | None:
     """`failures.explain` with the run's output, manifest and Spark scratch folder."""
-    from jobs.runtime.failures import explain
+    from jobs.runtime.failures import RERUN, TABLE_RERUN, explain
 
     output = getattr(args, "output", None)
-    return explain(err, output, config.manifest.uri, config.spark.conf.get("spark.local.dir"))
+    rerun = TABLE_RERUN if args.job == "table" else RERUN
+    return explain(err, output, config.manifest.uri, config.spark.conf.get("spark.local.dir"), rerun)
 
 
 RECORD_JOBS_LIMIT_DIVISOR = 32
@@ -296,6 +297,8 @@ def run_spark_job(
                 or _known_failure(err, args, config)
                 or f"{type(err).__name__}: {first_line(err)}"
             )
+            if args.job == "table":  # no run id, no _SUCCESS: a change is committed whole or not at all
+                raise JobFailedError(f"table {args.operation} failed, nothing committed: {cause}") from err
             job_run = "run" if args.job == "run" else f"{args.job} run"  # not "run run ID"
             raise JobFailedError(f"{job_run} {run_id} failed, no _SUCCESS written: {cause}") from err
     print(render(summary))

@@ -28,23 +28,29 @@ WRITE_FILE = re.compile(r"writing rows to (\S+?)\.?(?:\s|$)")
 CAUSE = re.compile(r"^(?:Caused by)?: ([\w.$]+)(?:: (.*))?$", re.MULTILINE)  # the JVM's error, then each cause
 PARQUET = ("org.apache.parquet", "Parquet file", "ParquetDecodingException")
 RERUN = "then rerun with the same run id (the failed attempt has no _SUCCESS; the rerun replaces it)"
+TABLE_RERUN = "then run the same command again (a table change that fails commits nothing)"
 
 
 def explain(
-    err: BaseException, output: str | None = None, manifest: str | None = None, scratch: str | None = None
+    err: BaseException,
+    output: str | None = None,
+    manifest: str | None = None,
+    scratch: str | None = None,
+    rerun: str = RERUN,
 ) -> str | None:
     """The line for a failure known by its cause: a dangling symbolic link, a damaged SQLite manifest, a full
     disk, a file Spark could not read; None for any other.
 
     `output` and `manifest` are the run's (named when the failure does not name its file), `scratch` Spark's
-    `spark.local.dir` if the config sets one.
+    `spark.local.dir` if the config sets one; `rerun` how the job is run again (`TABLE_RERUN` for `table`).
     """
-    return (
+    explained = (
         dangling_link(err)
         or damaged_sqlite(err, manifest)
         or disk_full(err, output, scratch)
         or unreadable_file(err, manifest)
     )
+    return explained.replace(RERUN, rerun) if explained else None
 
 
 def chain(err: BaseException) -> Iterator[BaseException]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -355,3 +356,30 @@ def test_a_rejected_csv_insert_names_each_problems_first_row_and_counts_a_row_on
         f"{data}/a.csv row 2 after its header. Fix or remove those rows, then insert again; nothing was inserted"
     )
     assert len(list((tmp_path / "t" / "_log").glob("*.json"))) == 1
+
+
+def test_a_failed_insert_names_the_file_and_a_way_out_a_table_has(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FAULTS 7 (a truncated `.gz`). Before (attack 9): "table run ID failed, no _SUCCESS written: … then rerun with
+    the same run id": `table` has no run id and writes no _SUCCESS. Now the line says what a table change does, and
+    the way out, followed, inserts the rows."""
+    table, data = str(tmp_path / "t"), tmp_path / "in"
+    data.mkdir()
+    whole = gzip.compress(("id,val\n" + "".join(f"k{i},{i * 7}\n" for i in range(20000))).encode())
+    (data / "a.csv.gz").write_bytes(whole[:5000])
+    assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+    insert = ["table", "insert", "--table", table, "--input", str(data), "--format", "csv"]
+    capsys.readouterr()
+    assert main(insert) == 1
+    line = error_line(capsys)
+    assert line.startswith(f"error: table insert failed, nothing committed: {data / 'a.csv.gz'} cannot be read ("), line
+    assert line.endswith(
+        "Restore or replace it, then run the same command again (a table change that fails commits nothing) (run "
+        "with --debug for the traceback)"
+    ), line
+    (data / "a.csv.gz").write_bytes(whole)  # the way out, as printed
+    assert main(insert) == 0
+    out = tmp_path / "rows"
+    assert main(["table", "select", "--table", table, "--output", str(out)]) == 0
+    assert spark.read.parquet(str(out)).count() == 20000
