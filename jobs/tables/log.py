@@ -123,18 +123,32 @@ class TableLog:
             TableNotFoundError: no commit log at the path.
             DamagedFileError: the newest commit is not whole JSON.
         """
-        numbers = [int(n.removesuffix(".json")) for n in self.fs.list_names(f"{self.path}/_log") if n.endswith(".json")]
+        names = [n for n in self.fs.list_names(f"{self.path}/_log") if n.endswith(".json")]
+        strays = [n for n in names if not n.removesuffix(".json").isdigit()]
+        if strays:  # a commit is named by its number: any other name is no run's
+            raise DamagedFileError(
+                f"--table: {self.path}/_log holds {', '.join(sorted(strays)[:3])}, which is no commit (a commit is "
+                f"named by its number, NUMBER.json); nothing was changed. Move it out of {self.path}/_log, then run "
+                "again"
+            )
+        numbers = [int(n.removesuffix(".json")) for n in names]
         if not numbers:
             raise TableNotFoundError(f"--table: {self.path} is not a table (no _log/); create it with `table create`")
         newest = self.commit_path(max(numbers))
+        way_out = (
+            f"nothing was changed. Restore it from a backup, or remove it: the table is then as of commit "
+            f"{max(numbers) - 1} (that commit's change is undone: make it again)"
+        )
         try:
             document: dict[str, Any] = json.loads(self.fs.read_text(newest))
         except ValueError as err:  # cut or overwritten: named, never read as another table state
+            raise DamagedFileError(f"--table: commit {newest} is damaged (not JSON: {err}); {way_out}") from None
+        if not isinstance(document, dict) or document.get("commit") != max(numbers):
+            given = document.get("commit") if isinstance(document, dict) else None
             raise DamagedFileError(
-                f"--table: commit {newest} is damaged (not JSON: {err}); nothing was changed. Restore it from a backup, "
-                f"or remove it: the table is then as of commit {max(numbers) - 1} (that commit's change is undone: "
-                "make it again)"
-            ) from None
+                f"--table: commit {newest} is damaged (it records commit {given}: another commit's file, an older "
+                f"copy put in its place); {way_out}"
+            )
         return document
 
     def exists(self) -> bool:

@@ -383,3 +383,35 @@ def test_a_failed_insert_names_the_file_and_a_way_out_a_table_has(
     out = tmp_path / "rows"
     assert main(["table", "select", "--table", table, "--output", str(out)]) == 0
     assert spark.read.parquet(str(out)).count() == 20000
+
+
+@pytest.mark.parametrize("damage", ["an older commit in the newest's place", "a stray file"])
+def test_a_commit_log_with_a_file_no_change_wrote_stops_every_command_naming_it(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """FAULTS 4 (a stale copy; a stray file). Before (attack 9): commit 1's document saved as commit 2 made every
+    change stop with "commit 2 was taken first … running it again is safe" forever, and select gave half the rows,
+    exit 0; a stray `_log/notes.json` stopped every command on `ValueError: invalid literal for int()`, naming no
+    file. Now each stops naming the file and the way out; followed, select gives every row."""
+    table = str(tmp_path / "t")
+    assert main(["table", "create", "--table", table, "--engine", "replacing", "--key", "id"]) == 0
+    for name, rows in (("a.csv", "a,1\nb,2\n"), ("b.csv", "c,3\n")):
+        (tmp_path / name).write_text(f"id,v\n{rows}", encoding="utf-8")
+        assert main(["table", "insert", "--table", table, "--input", str(tmp_path / name), "--format", "csv"]) == 0
+    log = tmp_path / "t" / "_log"
+    newest = sorted(log.glob("*.json"))[-1]
+    whole = newest.read_bytes()
+    stray = log / "notes.json"
+    if damage == "a stray file":
+        stray.write_text("{}")
+        expected = f"error: --table: {log} holds notes.json, which is no commit (a commit is named by its number, "
+    else:
+        newest.write_bytes(sorted(log.glob("*.json"))[-2].read_bytes())
+        expected = f"error: --table: commit {newest} is damaged (it records commit 1: another commit's file, "
+    capsys.readouterr()
+    assert main(["table", "select", "--table", table, "--output", str(tmp_path / "o")]) == 1
+    assert error_line(capsys).startswith(expected)
+    stray.unlink(missing_ok=True)  # the way out: the stray moved out, or the commit restored from a backup
+    newest.write_bytes(whole)
+    assert main(["table", "select", "--table", table, "--output", str(tmp_path / "o")]) == 0
+    assert spark.read.parquet(str(tmp_path / "o")).count() == 3
