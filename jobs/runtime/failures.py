@@ -12,11 +12,18 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shlex
 from collections.abc import Iterator
 
 from jobs.fs import store
 
 SQLITE_DAMAGE = ("database disk image is malformed", "file is not a database")
+# SQLite's words for a write its file's device refused: SQLITE_FULL, and SQLITE_IOERR (what a full disk gives while
+# SQLite writes its journal).
+SQLITE_WRITE = {
+    "database or disk is full": "database or disk is full",
+    "disk I/O error": "disk I/O error: most often a full disk, else a failing or vanished device",
+}
 # The file a failed Spark read names, in the texts of Spark 4 (FAILED_READ_FILE) and of Parquet's own errors.
 READ_FILE = (
     re.compile(r"Encountered error while reading file (\S+?)\.?(?:\s|$)"),
@@ -47,7 +54,8 @@ def explain(
     explained = (
         dangling_link(err)
         or damaged_sqlite(err, manifest)
-        or disk_full(err, output, scratch)
+        or sqlite_not_written(err, manifest)
+        or disk_full(err, output, scratch, manifest)
         or unreadable_file(err, manifest)
     )
     return explained.replace(RERUN, rerun) if explained else None
@@ -100,16 +108,37 @@ def damaged_sqlite(err: BaseException, manifest: str | None) -> str | None:
     """SQLite's own words for a file that is not (or no longer) a whole database: a cut or overwritten manifest."""
     text = _text(err)
     cause = next((words for words in SQLITE_DAMAGE if words in text), None)
-    if cause is None or manifest is None or not manifest.startswith("sqlite:"):
+    path = _sqlite_path(manifest)
+    if cause is None or path is None:
         return None
-    path = manifest.removeprefix("sqlite://") if manifest.startswith("sqlite:///") else manifest.removeprefix("sqlite:")
     return (
         f"manifest {manifest}: the SQLite file {path} is damaged ({cause}). Restore it from a copy (remove "
         f"{path}-wal and {path}-shm beside it first, if there), {RERUN}"
     )
 
 
-def disk_full(err: BaseException, output: str | None, scratch: str | None) -> str | None:
+def _sqlite_path(manifest: str | None) -> str | None:
+    """The file of a `sqlite:` manifest; None for another manifest or none."""
+    if manifest is None or not manifest.startswith("sqlite:"):
+        return None
+    return manifest.removeprefix("sqlite://") if manifest.startswith("sqlite:///") else manifest.removeprefix("sqlite:")
+
+
+def sqlite_not_written(err: BaseException, manifest: str | None) -> str | None:
+    """SQLite's own words for a write of the manifest's file that its device refused (in a Spark task's traceback
+    too): the manifest's device is the one to name, not the output's."""
+    text = _text(err)
+    cause = next((meaning for words, meaning in SQLITE_WRITE.items() if words in text), None)
+    path = _sqlite_path(manifest)
+    if cause is None or path is None:
+        return None
+    return (
+        f"manifest {manifest}: SQLite could not write {path} ({cause}). Free space on the device holding {path} "
+        f"(df {shlex.quote(os.path.dirname(os.path.abspath(path)))}), {RERUN}"
+    )
+
+
+def disk_full(err: BaseException, output: str | None, scratch: str | None, manifest: str | None = None) -> str | None:
     """No space left on a device (ENOSPC): named by the file a Spark task was writing, the OS's file, or else the
     places a run writes to."""
     text = _text(err)
@@ -123,7 +152,8 @@ def disk_full(err: BaseException, output: str | None, scratch: str | None) -> st
     elif oserrors and isinstance(oserrors[0].filename, str):
         where = f"the device holding {_local(oserrors[0].filename)}"
     else:
-        where = f"the device holding {output or 'the output'} or Spark's scratch folder ({scratch or '/tmp'})"
+        places = [output or "the output", *([_sqlite_path(manifest)] if _sqlite_path(manifest) else [])]
+        where = f"the device holding {' or '.join(places)} or Spark's scratch folder ({scratch or '/tmp'})"
     return f"no space left on {where} (No space left on device). Free space there, {RERUN}"
 
 

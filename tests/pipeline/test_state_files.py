@@ -6,6 +6,7 @@ naming the file, the cause and the way out."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -171,6 +172,10 @@ def test_failures_known_by_their_cause_name_the_file_and_the_way_out() -> None:
         "manifest sqlite:///data/m.db: the SQLite file /data/m.db is damaged (database disk image is malformed). "
         f"Restore it from a copy (remove /data/m.db-wal and /data/m.db-shm beside it first, if there), {RERUN}"
     )
+    assert explain(sqlite3.OperationalError("disk I/O error"), "/data/out", sqlite) == (
+        "manifest sqlite:///data/m.db: SQLite could not write /data/m.db (disk I/O error: most often a full disk, else "
+        f"a failing or vanished device). Free space on the device holding /data/m.db (df /data), {RERUN}"
+    )  # what a full disk gives as the run takes its lease in the manifest (93cc664: no file named)
     assert explain(RuntimeError("An error occurred while calling o1.save.\n: java.io.IOException: disk"), None) is None
 
 
@@ -236,3 +241,42 @@ def test_a_full_disk_names_the_run_folder(
         f"{output}/run={RUN_A} (No space left on device). Free space there, {RERUN} (run with --debug for the "
         "traceback)"
     )  # 5cb60ce: "Py4JJavaError: An error occurred while calling o1389.text."
+
+
+def test_a_full_disk_under_the_sqlite_manifest_names_its_device_and_the_rerun_completes(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The manifest's device full before the run and during its puts (in Spark tasks): each stop names that device
+    (the output's is not full), and the rerun the line asks for, once space is freed, records every pair once."""
+    root, output, small = tmp_path / "in", tmp_path / "out", tmp_path / "small"
+    write(root / "a.tsv", events(range(0, 3000)))  # about 430 kB of manifest for 1 MB
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], capture_output=True).returncode:
+        pytest.skip("no tmpfs to fill: mount is not permitted here")
+    database, filler = small / "m.db", small / "filler"
+    argv = ["dedup", "--input", str(root), "--output", str(output), "--manifest", f"sqlite:{database}", "--create"]
+    full = (
+        f"manifest sqlite:{database}: SQLite could not write {database} (database or disk is full). Free space on the "
+        f"device holding {database} (df {small}), {RERUN} (run with --debug for the traceback)"
+    )
+    try:
+        fill = os.open(filler, os.O_WRONLY | os.O_CREAT)
+        with pytest.raises(OSError, match="No space left"):
+            while True:
+                os.write(fill, b"\0" * 4096)
+        os.close(fill)
+        assert main([*argv, "--run-id", RUN_A]) == 1
+        assert error_line(capsys) == f"error: dedup run {RUN_A} failed, no _SUCCESS written: {full}"
+        filler.unlink()
+        filler.write_bytes(b"\0" * (800 << 10))  # room for the table, not for the run's pairs
+        assert main([*argv, "--run-id", RUN_A]) == 1
+        assert error_line(capsys) == f"error: dedup run {RUN_A} failed, no _SUCCESS written: {full}"
+        filler.unlink()
+        assert main([*argv, "--run-id", RUN_A]) == 0  # as printed: the same run id, with space freed
+        assert main([*argv, "--run-id", RUN_B]) == 0  # the same events again: every pair was recorded once
+    finally:
+        subprocess.run(["umount", "--lazy", str(small)], check=True)
+    assert len(read_lines(output / f"run={RUN_A}" / "good")) == 3000
+    assert read_lines(output / f"run={RUN_B}" / "good") == []
+    assert len(read_lines(output / f"run={RUN_B}" / "duplicates" / "reason=cross_batch_natural")) == 3000
+    # 93cc664: "Py4JJavaError: An error occurred while calling o459.count." and "OperationalError: disk I/O error"
