@@ -152,7 +152,8 @@ def disk_full(err: BaseException, output: str | None, scratch: str | None, manif
     elif oserrors and isinstance(oserrors[0].filename, str):
         where = f"the device holding {_local(oserrors[0].filename)}"
     else:
-        places = [output or "the output", *([_sqlite_path(manifest)] if _sqlite_path(manifest) else [])]
+        database = _sqlite_path(manifest)
+        places = [output or "the output", *([database] if database else [])]
         where = f"the device holding {' or '.join(places)} or Spark's scratch folder ({scratch or '/tmp'})"
     return f"no space left on {where} (No space left on device). Free space there, {RERUN}"
 
