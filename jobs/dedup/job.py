@@ -29,6 +29,7 @@ from jobs.dedup.inbatch import (
     with_row_ids,
 )  # fmt: skip
 from jobs.dedup.redo import refuse_a_shrunk_redo, refuse_another_manifest
+from jobs.dedup.stale import require_not_older
 from jobs.enriched.parse import narrow_events
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.input import Input, UnreadableFile, open_input, read_whole, require_input
@@ -152,6 +153,7 @@ def run(
         replaces = False  # an earlier attempt may have recorded pairs its batch no longer has: removed at the end
         if register is not None and manifest is not None:
             register.require_no_unfinished(key, absolute_uri(manifest.uri), FileSystem(spark).exists)
+            require_not_older(register, output_path, absolute_uri(manifest.uri))
             entry = register.entry(key)
             replaces = entry is not None or FileSystem(spark).exists(folder.path)
             completed = completed or (entry is not None and entry.completed_before)  # its folder's marker removed
@@ -164,9 +166,11 @@ def run(
             run_id, run_time, config.manifest.ttl_days, run_key=key, replaces=replaces, register_entry=registered
         )  # the lake keeps the register entry in its commit
 
+        generation: list[int | None] = [None]
+
         def register_run() -> None:
             if register is not None:
-                register.begin(registered)
+                generation[0] = register.begin(registered)
 
         plan = None
         if incremental is not None:
@@ -182,6 +186,8 @@ def run(
                                      register_run, manifest_run, completed)  # fmt: skip
             if summary["manifest"] is not None and pacing is not None:
                 summary["manifest"]["pacing"] = pacing
+            if summary["manifest"] is not None and generation[0] is not None:
+                summary["manifest"]["generation"] = generation[0]  # an older copy put back is found by this
             summary["started_at"] = started_at.isoformat(timespec="seconds")
             summary["wall_time_seconds"] = round(time.monotonic() - started, 3)
             progress(f"sealing {folder.path}: summary.json, then _SUCCESS")

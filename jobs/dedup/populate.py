@@ -28,6 +28,7 @@ from jobs.contract import (
     Progress,
 )
 from jobs.dedup.job import manifest_for, tasks_at_once
+from jobs.dedup.stale import highest_recorded_generation
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.fs import store
@@ -36,7 +37,9 @@ from jobs.fs.paths import absolute
 from jobs.fs.runs import RUN_ID_PATTERN, run_timestamp
 from jobs.manifest import Manifest, ManifestRun
 from jobs.manifest.base import SEEN_EARLIER
+from jobs.manifest.unfinished import run_register
 from jobs.manifest.writer_lease import writer_lease
+from jobs.runtime.invocation import absolute_uri
 from jobs.runtime.summary import table
 
 # The names a dedup run writes in its run folder `run=ID/`, and a file it writes there: `…/run=ID/good/…`.
@@ -97,6 +100,9 @@ def run(
         )
         if pacing is not None:
             summary["manifest"]["pacing"] = pacing
+        if input_format == "enriched":  # the count of registered runs the back-filled runs recorded, at least
+            register = run_register(manifest)
+            register.advance(highest_recorded_generation(completed_run_folders(input_path), absolute_uri(manifest.uri)))
     return {
         "job": "populate-manifest",
         "version": __version__,
@@ -159,6 +165,18 @@ def delivered_files(input_path: str) -> tuple[store.Listing, dict[str, int]]:
             "Nothing was written"
         )
     return dataclasses.replace(listing, files=tuple(kept)), dict(sorted(left_out.items()))
+
+
+def completed_run_folders(input_path: str) -> list[str]:
+    """The completed dedup run folders directly under `input_path` (or its `deduplicated/`, a `run` output)."""
+    root = input_path.rstrip("/")
+    outputs = [root, f"{root}/{DEDUPLICATED}"] if DEDUPLICATED in store.subfolders(root) else [root]
+    return [
+        f"{output}/{name}"
+        for output in outputs
+        for name in store.subfolders(output)
+        if re.fullmatch(DEDUP_RUN_FOLDER, name) and store.exists(f"{output}/{name}/{SUCCESS_MARKER}")
+    ]
 
 
 def _unsealed_run_folders(input_path: str) -> dict[str, bool]:

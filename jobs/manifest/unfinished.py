@@ -50,7 +50,11 @@ SQLITE_SCHEMA = (
     "CREATE TABLE {table} (run_key TEXT PRIMARY KEY, run_id TEXT NOT NULL, etl_time INTEGER NOT NULL, "
     "ttl INTEGER NOT NULL, folder TEXT NOT NULL, redo TEXT NOT NULL, completed_before INTEGER NOT NULL DEFAULT 0)"
 )
+SQLITE_GENERATION = "winnow_generation"
+SQLITE_GENERATION_SCHEMA = f"CREATE TABLE IF NOT EXISTS {SQLITE_GENERATION} (id INTEGER PRIMARY KEY CHECK (id = 0), generation INTEGER NOT NULL)"
+SQLITE_SET_GENERATION = f"INSERT INTO {SQLITE_GENERATION} VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET generation ="
 DYNAMODB_RUNS_KEY = "winnow:runs"
+DYNAMODB_GENERATION_KEY = "winnow:generation"  # its own partition: the register's query never meets it
 LAKE_RUNS = "_runs"
 _PLACES = ", ".join("?" * 7)  # the run key and the six fields of RegisteredRun
 
@@ -65,8 +69,18 @@ class RunRegister(ABC):
     """The register of one manifest (see the module docstring)."""
 
     @abstractmethod
-    def begin(self, run: RegisteredRun) -> None:
-        """Register `run` (replacing an entry of an earlier attempt): before its first manifest write."""
+    def begin(self, run: RegisteredRun) -> int | None:
+        """Register `run` (replacing an entry of an earlier attempt): before its first manifest write. Returns the
+        manifest's generation after it (`generation`), None where the register keeps none."""
+
+    def generation(self) -> int | None:
+        """How many runs have registered in the manifest (0 before the first): recorded by each run in its
+        `summary.json`, so an older copy of the manifest put back is found by the next run of that output
+        (`jobs.dedup.stale`). None: the register keeps none (the lake: its commits are anchored instead)."""
+        return None
+
+    def advance(self, at_least: int) -> None:  # noqa: B027  (optional: only registers with a generation)
+        """Raise the generation to `at_least` (a back-fill of the runs an older copy lacked)."""
 
     @abstractmethod
     def complete(self, run: RegisteredRun) -> None:
@@ -146,9 +160,25 @@ class SqliteRunRegister(RunRegister):
         db.executemany(f"INSERT INTO {SQLITE_TABLE} VALUES ({_PLACES})", [(r.key, *astuple(r)) for r in runs])
         db.execute("COMMIT")
 
-    def begin(self, run: RegisteredRun) -> None:
+    def begin(self, run: RegisteredRun) -> int:
         with contextlib.closing(self._connect()) as db:
+            db.execute("BEGIN IMMEDIATE")  # the entry and the generation it makes, together
             db.execute(f"INSERT OR REPLACE INTO {SQLITE_TABLE} VALUES ({_PLACES})", (run.key, *astuple(run)))
+            db.execute(SQLITE_GENERATION_SCHEMA)
+            db.execute(f"{SQLITE_SET_GENERATION} generation + 1", (1,))
+            db.execute("COMMIT")
+            return int(db.execute(f"SELECT generation FROM {SQLITE_GENERATION}").fetchone()[0])
+
+    def generation(self) -> int:
+        with contextlib.closing(self._connect()) as db:
+            db.execute(SQLITE_GENERATION_SCHEMA)
+            row = db.execute(f"SELECT generation FROM {SQLITE_GENERATION}").fetchone()
+        return int(row[0]) if row else 0
+
+    def advance(self, at_least: int) -> None:
+        with contextlib.closing(self._connect()) as db:
+            db.execute(SQLITE_GENERATION_SCHEMA)
+            db.execute(f"{SQLITE_SET_GENERATION} MAX(generation, excluded.generation)", (at_least,))
 
     def complete(self, run: RegisteredRun) -> None:
         with contextlib.closing(self._connect()) as db:
@@ -175,7 +205,7 @@ class DynamoDbRunRegister(RunRegister):
     def _key(self, name: str) -> dict[str, Any]:
         return {DYNAMODB_PARTITION_KEY: {"S": DYNAMODB_RUNS_KEY}, DYNAMODB_SORT_KEY: {"S": name}}
 
-    def begin(self, run: RegisteredRun) -> None:
+    def begin(self, run: RegisteredRun) -> int:
         item = {
             **self._key(run.key),
             DYNAMODB_ETL_TIME: {"N": str(run.etl_time)},
@@ -185,6 +215,33 @@ class DynamoDbRunRegister(RunRegister):
             **({"completedBefore": {"BOOL": True}} if run.completed_before else {}),
         }
         self.call("put_item", None, TableName=self.table, Item=item)
+        answer = self.call(
+            "update_item", None, TableName=self.table, Key=self._generation_key(), UpdateExpression="ADD generation :one",
+            ExpressionAttributeValues={":one": {"N": "1"}}, ReturnValues="UPDATED_NEW",
+        )  # fmt: skip
+        return int(answer["Attributes"]["generation"]["N"])
+
+    def _generation_key(self) -> dict[str, Any]:
+        """The item holding the generation: no `ttl`, so it never expires."""
+        return {
+            DYNAMODB_PARTITION_KEY: {"S": DYNAMODB_GENERATION_KEY},
+            DYNAMODB_SORT_KEY: {"S": DYNAMODB_GENERATION_KEY},
+        }
+
+    def generation(self) -> int:
+        item = self.call("get_item", None, TableName=self.table, Key=self._generation_key(), ConsistentRead=True).get(
+            "Item"
+        )
+        return int(item["generation"]["N"]) if item else 0
+
+    def advance(self, at_least: int) -> None:
+        with contextlib.suppress(self.conditional_failure):  # already at least that
+            self.call(
+                "update_item", None, TableName=self.table, Key=self._generation_key(),
+                UpdateExpression="SET generation = :at_least",
+                ConditionExpression="attribute_not_exists(generation) OR generation < :at_least",
+                ExpressionAttributeValues={":at_least": {"N": str(at_least)}},
+            )  # fmt: skip
 
     def complete(self, run: RegisteredRun) -> None:
         self.call("delete_item", None, TableName=self.table, Key=self._key(run.key))
