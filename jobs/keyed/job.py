@@ -139,6 +139,7 @@ def _run(
     fields = list(settings.key) + ([settings.expiry_field] if settings.expiry_field else [])
     check_fields(records, fmt, "--key/--expiry-key", fields)
     latest_before = None if parent is None or parent["latest_point"] is None else Decimal(parent["latest_point"])
+    checked = store.check_files(parent)  # before Spark reads them: a lost or swapped file is named, not skipped
     state, buckets_read = store.read_live(parent)
     progress(f"state {state_uri}: parent run {parent['run_id'] if parent else 'none'}, {buckets_read} live bucket(s)")
 
@@ -170,7 +171,7 @@ def _run(
         decided.unpersist()
         extracted.unpersist()
 
-    commit = store.commit(parent, settings, run_id, latest_after, written)
+    commit = store.commit(parent, settings, run_id, latest_after, written, checked)
     deleted = store.delete_retired(parent)
 
     counts = {outcome: 0 for outcome in OUTCOMES}

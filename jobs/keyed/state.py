@@ -5,23 +5,26 @@ Layout under the state URI (a local folder or an S3 prefix):
     runs/run=ID/bucket=B/part-*.parquet   keys (a JSON array of the key values) and their expiry value,
                                           written by run ID into bucket B
     commits/ID.json                       the state after run ID: its parent run, the settings, the latest
-                                          point, and the live buckets with the runs that wrote them
+                                          point, the live buckets with the runs that wrote them, each bucket
+                                          file's size and checksum, and its depth (`jobs.keyed.commits`)
+    _latest                               the anchor: the newest commit, its SHA-256 and its parent
 
 Bucket B is `floor(expiry / bucket span)` with an expiry key, else `pmod(xxhash64(key), bucket count)`.
 
-A run with id ID reads the newest commit whose id sorts before ID (its parent), so a rerun of ID reads the
-same state as the first attempt did. It writes its own `runs/run=ID/` (replacing a failed attempt's files)
-and then `commits/ID.json` in one atomic step. Until that file exists the previous state is the current one.
-A bucket is retired by a commit once it has fully expired, `(B + 1) * span <= latest - period`, and its
-files are deleted by the next run (one run later, so that a rerun of the retiring run still finds every
-file its parent lists). Reruns are safe for the newest run; a run whose id sorts before a committed run's is
-refused (a rerun would change the keys the later run decided against; a late run's keys would be in no later
-state).
+A run with id ID reads the current commit (the anchored one), or, rerunning it, the commit before it (its
+parent), so a rerun of ID reads the same state as the first attempt did. Before reading the parent's buckets it
+compares their files with the parent's record (`jobs.keyed.bucket_files`). It writes its own `runs/run=ID/`
+(replacing a failed attempt's files), then `commits/ID.json` whole, then the anchor. Until the commit exists the
+previous state is the current one. A bucket is retired by a commit once it has fully expired,
+`(B + 1) * span <= latest - period`, and its files are deleted by the next run (one run later, so that a rerun
+of the retiring run still finds every file its parent lists). Reruns are safe for the newest run; a run whose id
+sorts before a committed run's is refused (a rerun would change the keys the later run decided against; a late
+run's keys would be in no later state). A damaged state (a commit, the anchor or a bucket file lost, cut or
+replaced, a stray file in `commits/`) stops the run before it writes, naming the file and the way out.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -32,11 +35,12 @@ from pyspark.sql import functions as F
 
 from jobs.errors import InvalidArgumentError
 from jobs.fs.paths import exact, written
+from jobs.keyed import bucket_files
+from jobs.keyed.commits import FORMAT, CommitLog
 from jobs.keyed.decide import DUPLICATE, EXPIRY, EXPIRY_TYPE, KEY, OUTCOME, STATE_EXPIRY, STATE_SEEN, UNIQUE
 from jobs.keyed.period import Kind
 from jobs.keyed.storage import Storage
 
-STATE_FORMAT = 1
 DEFAULT_BUCKET_COUNT = 16
 
 
@@ -67,35 +71,20 @@ class BucketStore:
         self.spark = spark
         self.uri = uri.rstrip("/")
         self.fs = Storage(spark)
-
-    def _commit_path(self, run_id: str) -> str:
-        return f"{self.uri}/commits/{run_id}.json"
+        self.log = CommitLog(self.fs, self.uri)
 
     def _bucket_path(self, run_id: str, bucket: int | str) -> str:
         return f"{self.uri}/runs/run={run_id}/bucket={bucket}"
 
     def parent(self, run_id: str) -> dict[str, Any] | None:
-        """The newest commit of a run before `run_id` (the state this run starts from), or None.
+        """The commit run `run_id` starts from: the current one, or for a rerun of it, its parent; or None.
 
         Raises:
             InvalidArgumentError: a later run has committed: this run would change the keys that run decided
                 against (a rerun of it), or leave its own keys out of that run's state (a late run).
+            DamagedFileError: the commit log is damaged (`jobs.keyed.commits`).
         """
-        ids = [
-            name.removesuffix(".json") for name in self.fs.list_names(f"{self.uri}/commits") if name.endswith(".json")
-        ]
-        later = sorted(other for other in ids if other > run_id)
-        if later:
-            raise InvalidArgumentError(
-                f"--run-id: given {run_id}, but state {self.uri} holds later runs ({', '.join(later[:3])}"
-                f"{', …' if len(later) > 3 else ''}), which decided against the state before them; allowed: a run "
-                f"id after {later[-1]} (a late or changed batch is a new run: give it a new id). Nothing was written"
-            )
-        earlier = [other for other in ids if other < run_id]
-        if not earlier:
-            return None
-        document: dict[str, Any] = json.loads(self.fs.read_text(self._commit_path(max(earlier))))
-        return document
+        return self.log.parent(run_id)
 
     @staticmethod
     def settle(
@@ -126,8 +115,24 @@ class BucketStore:
             )
         return stored
 
+    def check_files(self, parent: dict[str, Any] | None) -> bucket_files.Records:
+        """The files of the parent's live buckets, compared with its record before anything reads them; their
+        records for this run's commit.
+
+        Raises:
+            DamagedFileError: a bucket folder or file is missing, differs or is in no commit.
+        """
+        if parent is None:
+            return {}
+        folders = [
+            bucket_files.folder_of(run, bucket) for bucket, runs in sorted(parent["buckets"].items()) for run in runs
+        ]
+        recorded = parent["files"] if parent["format"] >= FORMAT else None
+        return bucket_files.check(self.uri, self.log.path(parent["run_id"]), folders, recorded)
+
     def read_live(self, parent: dict[str, Any] | None) -> tuple[DataFrame | None, int]:
-        """The live keys of the parent state (`KEY`, `STATE_EXPIRY`, `STATE_SEEN`), and how many buckets were read."""
+        """The live keys of the parent state (`KEY`, `STATE_EXPIRY`, `STATE_SEEN`), and how many buckets were read
+        (their files checked first: `check_files`)."""
         if parent is None or not parent["buckets"]:
             return None, 0
         paths = [self._bucket_path(run, bucket) for bucket, runs in sorted(parent["buckets"].items()) for run in runs]
@@ -171,8 +176,10 @@ class BucketStore:
         run_id: str,
         latest_point: Decimal | None,
         written: list[str],
+        checked: bucket_files.Records,
     ) -> dict[str, Any]:
-        """Write `commits/ID.json` atomically: the parent's buckets plus this run's, minus fully expired ones."""
+        """Write `commits/ID.json` whole, then the anchor: the parent's buckets plus this run's, minus fully expired
+        ones, with the records of their files (`checked`: the parent's, as `check_files` found them)."""
         buckets: dict[str, list[str]] = {name: list(runs) for name, runs in (parent or {}).get("buckets", {}).items()}
         for name in written:
             buckets.setdefault(name, []).append(run_id)
@@ -183,17 +190,21 @@ class BucketStore:
             for name in list(buckets):
                 if (int(name) + 1) * span <= horizon:
                     retired[name] = buckets.pop(name)
+        files = {**checked, **bucket_files.written(f"{self.uri}/runs", run_id)}
+        live = {bucket_files.folder_of(run, name) for name, runs in buckets.items() for run in runs}
         document = {
-            "format": STATE_FORMAT,
+            "format": FORMAT,
             "run_id": run_id,
             "parent": None if parent is None else parent["run_id"],
+            "depth": 1 if parent is None else parent["depth"] + 1,
             "settings": {**asdict(settings), "key": list(settings.key)},
             "latest_point": None if latest_point is None else str(latest_point),
             "buckets": {name: sorted(runs) for name, runs in sorted(buckets.items(), key=lambda item: int(item[0]))},
             "retired": retired,
+            "files": {folder: files[folder] for folder in sorted(live)},
             "committed_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        self.fs.write_atomic(self._commit_path(run_id), json.dumps(document, indent=2) + "\n")
+        self.log.write(document)
         return document
 
     def delete_retired(self, parent: dict[str, Any] | None) -> int:

@@ -1,0 +1,224 @@
+"""A damaged keyed state (`--state`) stops the next run before it writes, in one line naming the file and the way
+out; the way out taken, the run gives the rows of an intact state. Attack 9's keyed findings: a lost newest commit
+or bucket file re-delivered keys as unique (exit 0), a cut commit stopped on a bare JSONDecodeError, a stray
+`commits/zzz.json` asked for "a run id after zzz" forever, a lost bucket folder stopped on Spark's PATH_NOT_FOUND."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.runtime.cli import main
+from tests.pipeline.test_keyed import RUN1, RUN2, RUN3, rows, write_csv
+
+RESTORE = "Restore it from a backup (or its earlier version, in a versioned bucket) and run again"
+RESTORE_FOLDER = "Restore its files from a backup (or their earlier versions, in a versioned bucket) and run again"
+MOVE_OUT = "Move it out of commits/ and run again"
+NOTHING = "nothing was written"
+
+
+def keyed(tmp_path: Path, run_id: str, ids: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """`keyed` of a csv of `ids` (key `id`) on the state `tmp_path/state`: its exit code and, when it failed, its
+    last stderr line."""
+    data = write_csv(tmp_path / f"in-{run_id}" / "a.csv", "id", ids)
+    code = main(["keyed", "--input", str(data.parent), "--format", "csv", "--key", "id", "--output",
+                 str(tmp_path / "out"), "--state", str(tmp_path / "state"), "--run-id", run_id])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    return code, err[-1] if err and code else ""
+
+
+def two_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """A state after RUN1 (a, b) and RUN2 (c), and a copy of it at `tmp_path/copy`; the state's folder."""
+    assert keyed(tmp_path, RUN1, ["a", "b"], capsys)[0] == 0
+    assert keyed(tmp_path, RUN2, ["c"], capsys)[0] == 0
+    shutil.copytree(tmp_path / "state", tmp_path / "copy")
+    return tmp_path / "state"
+
+
+def run3_after_restoring(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The damaged run wrote nothing; with the copy restored, RUN3 finds a, c seen and d new."""
+    assert not (tmp_path / "out" / f"run={RUN3}" / "unique").exists()
+    shutil.rmtree(tmp_path / "state")
+    shutil.copytree(tmp_path / "copy", tmp_path / "state")
+    assert keyed(tmp_path, RUN3, ["a", "c", "d"], capsys) == (0, "")
+    assert rows(spark, tmp_path, "duplicate", RUN3) == [("a",), ("c",)]
+    assert rows(spark, tmp_path, "unique", RUN3) == [("d",)]
+
+
+def cut(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def newest(state: Path) -> str:
+    return f"{state}/commits/{RUN2}.json"
+
+
+DAMAGED_LOG: dict[str, tuple[Callable[[Path], object], Callable[[Path], str]]] = {
+    "newest commit cut": (
+        lambda s: cut(s / "commits" / f"{RUN2}.json"),
+        lambda s: (
+            f"state {s} is damaged: commit {newest(s)} (100 bytes) is not the one {s}/_latest names (its SHA-256 differs: cut or "
+            f"replaced); {NOTHING}. {RESTORE}"
+        ),
+    ),
+    "newest commit lost (or an older commits/ restored)": (
+        lambda s: (s / "commits" / f"{RUN2}.json").unlink(),
+        lambda s: (
+            f"state {s} is damaged: commit {newest(s)}, the newest, is missing (the keys of the runs it records would be forgotten "
+            f"and delivered again); {NOTHING}. {RESTORE}"
+        ),
+    ),
+    "anchor lost": (
+        lambda s: (s / "_latest").unlink(),
+        lambda s: (
+            f"state {s} is damaged: anchor {s}/_latest is missing, and the newest commit is {newest(s)}; {NOTHING}. {RESTORE} "
+            '(docs/operations.md ("A keyed state is damaged") says how to write it again)'
+        ),
+    ),
+    "anchor cut": (
+        lambda s: cut(s / "_latest"),
+        lambda s: (
+            f"anchor {s}/_latest is damaged (100 bytes, names no commit: JSONDecodeError: Unterminated string "
+            f"starting at: line 1 column 45 (char 44)); {NOTHING}. {RESTORE} "
+            '(docs/operations.md ("A keyed state is damaged") says how to write it again)'
+        ),
+    ),
+    "parent commit of a wrong shape": (
+        lambda s: (s / "commits" / f"{RUN1}.json").write_text("[]"),
+        lambda s: (
+            f"commit {s}/commits/{RUN1}.json is damaged (no commit document: a JSON list, not an object); "
+            f"{NOTHING}. {RESTORE}"
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGED_LOG))
+def test_a_damaged_commit_log_stops_the_run_naming_the_file(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """The parent of a wrong shape: found by a rerun of RUN2 (which starts from RUN1); the others by RUN3."""
+    state = two_runs(tmp_path, capsys)
+    harm, message = DAMAGED_LOG[damage]
+    harm(state)
+    run_id = RUN2 if "parent" in damage else RUN3
+    assert keyed(tmp_path, run_id, ["a", "c", "d"], capsys) == (1, f"error: {message(state)}")
+    run3_after_restoring(spark, tmp_path, capsys)
+
+
+def flip_last_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["file lost", "file swapped, same size", "file grown", "folder lost", "file added"])
+def test_a_damaged_bucket_file_stops_the_run_naming_it(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    state = two_runs(tmp_path, capsys)
+    folder = next(path for path in sorted((state / "runs" / f"run={RUN2}").glob("bucket=*")))
+    files = sorted(folder.glob("part-*.parquet"))
+    part, size, commit = files[0], files[0].stat().st_size, newest(state)
+    crc = f"crc32:{zlib.crc32(part.read_bytes()):08x}"
+    lost_folder = f"bucket folder {folder}, which commit {commit} lists (its {len(files)} file(s)), is missing or empty"
+    if damage == "file lost":
+        part.unlink()
+        what = f"file {part} ({size} bytes), which commit {commit} records, is missing" if files[1:] else lost_folder
+    elif damage == "file swapped, same size":
+        flip_last_byte(part)
+        what = f"file {part} has checksum crc32:{zlib.crc32(part.read_bytes()):08x}, commit {commit} records {crc} (replaced)"
+    elif damage == "file grown":
+        part.write_bytes(part.read_bytes() + b"x")
+        what = f"file {part} holds {size + 1} bytes, commit {commit} records {size}"
+    elif damage == "folder lost":
+        shutil.rmtree(folder)
+        what = lost_folder
+    else:
+        shutil.copy(part, folder / "extra.parquet")
+        what = f"file {folder}/extra.parquet is in no commit, and this run would read it"
+    way_out = "Move it out of the state's runs/ and run again" if damage == "file added" else RESTORE
+    way_out = RESTORE_FOLDER if what == lost_folder else way_out
+    expected = f"error: state {state} is damaged: {what}; {NOTHING}. {way_out}"
+    assert keyed(tmp_path, RUN3, ["a", "c", "d"], capsys) == (1, expected)
+    run3_after_restoring(spark, tmp_path, capsys)
+
+
+def stray_commit(state: Path, run_id: str) -> None:
+    document = json.loads((state / "commits" / f"{RUN1}.json").read_text())
+    (state / "commits" / f"{run_id}.json").write_text(json.dumps({**document, "run_id": run_id}))
+
+
+STRAYS: dict[str, tuple[Callable[[Path], object], Callable[[Path], str]]] = {
+    "zzz.json": (
+        lambda s: (s / "commits" / "zzz.json").write_text("{}"),
+        lambda s: (
+            f"state {s}: {s}/commits/zzz.json is no commit of this state (a commit is named RUN-ID.json, RUN-ID "
+            f"as YYYY-MM-DD-HH-MM-SS); {NOTHING}. {MOVE_OUT}"
+        ),
+    ),
+    "a run id's name, after the newest": (
+        lambda s: (s / "commits" / "2026-12-31-00-00-00.json").write_text("{}"),
+        lambda s: (
+            f"commit {s}/commits/2026-12-31-00-00-00.json is damaged (no commit document: format, run_id, "
+            f"parent, settings, latest_point, buckets, retired missing); {NOTHING}. If {s}/_latest was restored from an "
+            "older copy, restore its newest version; else move it out of commits/; then run again"
+        ),
+    ),
+    "a commit of no chain, before the newest": (
+        lambda s: stray_commit(s, "2026-10-01-00-00-00"),
+        lambda s: (
+            f"state {s} is damaged: {s}/commits/2026-10-01-00-00-00.json is no commit of run {RUN2}'s chain; "
+            f"{NOTHING}. {MOVE_OUT}"
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("stray", list(STRAYS))
+def test_a_stray_file_in_commits_is_named_with_move_it_out(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], stray: str
+) -> None:
+    state = two_runs(tmp_path, capsys)
+    harm, message = STRAYS[stray]
+    harm(state)
+    # Whatever its name, no run id is asked for: the same line for any run after the newest.
+    for run_id in (RUN3, "2027-12-31-23-59-59"):
+        assert keyed(tmp_path, run_id, ["a", "c", "d"], capsys) == (1, f"error: {message(state)}")
+    run3_after_restoring(spark, tmp_path, capsys)
+
+
+def test_a_state_from_before_anchors_and_a_run_stopped_before_its_anchor_keep_working(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A state of format 1 (no anchor, no file records) is read as before; its next run anchors it and records
+    every live file. A run stopped between its commit and its anchor is the current one for the next run."""
+    state = two_runs(tmp_path, capsys)
+    for path in (state / "commits").glob("*.json"):
+        document = json.loads(path.read_text())
+        legacy = {key: value for key, value in document.items() if key not in ("depth", "files")}
+        path.write_text(json.dumps({**legacy, "format": 1}))
+    (state / "_latest").unlink()
+    assert keyed(tmp_path, RUN3, ["a", "c", "d"], capsys) == (0, "")
+    assert (rows(spark, tmp_path, "duplicate", RUN3), rows(spark, tmp_path, "unique", RUN3)) == (
+        [("a",), ("c",)],
+        [("d",)],
+    )
+    anchor = json.loads((state / "_latest").read_text())
+    commit = json.loads((state / "commits" / f"{RUN3}.json").read_text())
+    assert (anchor["run_id"], anchor["parent"], commit["format"], commit["depth"]) == (RUN3, RUN2, 2, 3)
+    live = {f"run={run}/bucket={bucket}" for bucket, runs in commit["buckets"].items() for run in runs}
+    assert set(commit["files"]) == live and all(commit["files"].values())
+    # RUN4 committed and stopped before its anchor (the anchor of RUN3 put back): RUN5 starts from RUN4.
+    anchor_of_run3 = (state / "_latest").read_bytes()
+    run4, run5 = "2026-11-04-00-00-00", "2026-11-05-00-00-00"
+    assert keyed(tmp_path, run4, ["e"], capsys) == (0, "")
+    (state / "_latest").write_bytes(anchor_of_run3)
+    assert keyed(tmp_path, run5, ["e", "f"], capsys) == (0, "")
+    assert (rows(spark, tmp_path, "duplicate", run5), rows(spark, tmp_path, "unique", run5)) == ([("e",)], [("f",)])
