@@ -41,6 +41,7 @@ from jobs.keyed.records import (
 from jobs.keyed.storage import Storage
 from jobs.tables.engines import DELETED, HIDDEN, POS, SIGN, VER, final_rows, merged_rows
 from jobs.tables.log import LOG_FORMAT, TableExistsError, TableLog, TableSettings, validate_settings
+from jobs.tables.parts import CheckedParts, check_parts, recorded_files
 
 VERSION_TYPE = DecimalType(38, 6)
 
@@ -108,12 +109,14 @@ def insert(
     Raises:
         InvalidInsertError: rows that break the table's rules (the insert is rejected whole, nothing written).
         InvalidArgumentError: the input holds uploads in progress (an insert takes its whole batch).
+        DamagedPartError: a part of the table is not what its commit records (`parts.check_parts`).
     """
     fmt: Format = check_format(fmt_text)
     if token is not None and not token.strip():
         raise InvalidArgumentError("--token: given an empty token; allowed: a non-empty string")
     log = TableLog(spark, absolute(table))
     head = log.head()
+    checked = check_parts(spark, log.path, head)  # a damaged table is never carried into a new commit
     settings = TableSettings.from_json(head["settings"])
     number = head["commit"] + 1
     result: dict[str, Any] = {"operation": "insert", "table": log.path, "input": absolute(input_path), "token": token}
@@ -188,14 +191,16 @@ def insert(
                 "commit": head["commit"]}  # fmt: skip
 
     part = TableLog.new_part(number)
-    parts = list(head["parts"])
+    parts = list(checked.entries)
     if stats["rows"]:
         progress(f"writing part {part}")
         columns = [F.col(f"`{f.name}`") for f in schema.fields]
         typed.select(*columns, *HIDDEN).sortWithinPartitions(POS).write.mode("errorifexists").parquet(
             written(log.part_path(part))
         )
-        parts.append({"id": part, "rows": stats["rows"], "commit": number})
+        parts.append(
+            {"id": part, "rows": stats["rows"], "commit": number, "files": recorded_files(log.part_path(part))}
+        )
     recent = [*head["recent_inserts"], f"token:{token}" if token is not None else data_id][-window:] if window else []
     document = {**head, "commit": number, "operation": "insert", "schema": head["schema"] or schema.jsonValue(),
                 "parts": parts, "tokens": head["tokens"] + ([token] if token is not None else []),
@@ -244,24 +249,29 @@ def _checks(settings: TableSettings, schema: StructType, casted: bool) -> list[t
     return checks
 
 
-def _stored_rows(spark: SparkSession, log: TableLog, head: dict[str, Any]) -> DataFrame | None:
-    if not head["parts"]:
+def _stored_rows(spark: SparkSession, checked: CheckedParts) -> DataFrame | None:
+    """The rows of the checked parts: exactly their recorded files, by name (a file put beside them is not read)."""
+    if not checked.paths:
         return None
-    paths = [log.part_path(part["id"]) for part in head["parts"]]
-    return spark.read.parquet(*(exact(path) for path in paths))
+    return spark.read.parquet(*(exact(path) for path in checked.paths))
 
 
 def select(spark: SparkSession, table: str, output: str, final: bool, fmt_text: str = "parquet") -> dict[str, Any]:
-    """Write the table's rows to `output` (replaced): as stored, or with `final` the merged state."""
+    """Write the table's rows to `output` (replaced): as stored, or with `final` the merged state.
+
+    Raises:
+        DamagedPartError: a part of the table is not what its commit records (`parts.check_parts`).
+    """
     fmt: Format = check_format(fmt_text)
     log = TableLog(spark, absolute(table))
     head = log.head()
+    checked = check_parts(spark, log.path, head)
     settings = TableSettings.from_json(head["settings"])
     target = absolute(output)
     check_apart("--output", target, {"--table": log.path})
     storage = Storage(spark)
     _check_replaceable(storage, target)
-    rows = _stored_rows(spark, log, head)
+    rows = _stored_rows(spark, checked)
     schema = _stored_schema(head)
     storage.delete(f"{target}/{SUCCESS_MARKER}")  # first: a reader never takes a half-replaced output as whole
     if rows is None or schema is None:  # no rows yet (an empty table writes an empty folder)
@@ -307,6 +317,7 @@ def optimize(
 
     Raises:
         InvalidArgumentError: `cleanup` on a table without is_deleted.
+        DamagedPartError: a part of the table is not what its commit records (`parts.check_parts`).
     """
     log = TableLog(spark, absolute(table))
     head = log.head()
@@ -314,7 +325,7 @@ def optimize(
     if cleanup and settings.is_deleted is None:
         raise InvalidArgumentError("--cleanup: only for replacing tables created with --is-deleted")
     number = head["commit"] + 1
-    rows = _stored_rows(spark, log, head)
+    rows = _stored_rows(spark, check_parts(spark, log.path, head))
     result: dict[str, Any] = {"operation": "optimize", "table": log.path, "cleanup": cleanup,
                               "parts_before": len(head["parts"])}  # fmt: skip
     if rows is None:
@@ -324,7 +335,9 @@ def optimize(
     merged = merged_rows(rows, settings, cleanup).sortWithinPartitions(POS)
     merged.write.mode("errorifexists").parquet(written(log.part_path(part)))
     count = spark.read.parquet(exact(log.part_path(part))).count()
-    parts = [{"id": part, "rows": count, "commit": number}] if count else []
+    parts = (
+        [{"id": part, "rows": count, "commit": number, "files": recorded_files(log.part_path(part))}] if count else []
+    )
     log.write({**head, "commit": number, "operation": "optimize-cleanup" if cleanup else "optimize", "parts": parts,
                "committed_at": _now()}, part)  # fmt: skip
     # The merged parts, and parts no commit up to this one names (a change killed before its commit, or one

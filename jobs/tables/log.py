@@ -3,7 +3,8 @@
 Layout of a table folder:
 
     T/_log/00000000000000000000.json   commit 0: the table's settings (create)
-    T/_log/00000000000000000001.json   commit 1: settings, schema, the parts, applied tokens, recent inserts
+    T/_log/00000000000000000001.json   commit 1: settings, schema, the parts (each with its rows and its files'
+                                       sizes and checksums, `parts`), applied tokens, recent inserts
     T/parts/p00000000000000000001-9f2c…/   the Parquet files of the part written by commit 1
 
 A change writes its part first, into a folder of its own (`p<commit number>-<random>`), then the next commit
