@@ -2,13 +2,17 @@
 
 The manifest remembers every (event_id, fingerprint) a run has delivered, with the time of the earliest run
 that delivered it (`etl_time`, epoch seconds of the run id) and an expiry (`ttl` = etl_time + ttl_days *
-86400). "Earlier means earlier": a run's decisions depend only on runs with a smaller etl_time. A put by run R
-succeeds when the pair is new, was written by R itself (a rerun passes its own earlier writes) or by a later
-run (the item then takes R's time), or has expired (ttl <= R's time); it fails when an earlier run delivered
-the pair and it has not expired: a cross-batch natural duplicate. The synthetic look-up likewise returns only
-fingerprints of earlier runs. So redoing any run, in any order, gives the same decisions. Limit: one item per
-pair, so once an expired pair is delivered again (more than ttl_days later), redoing a run from before that
-is not guaranteed to give its first output.
+86400). "Earlier means earlier": a run's decisions depend on runs with a smaller etl_time, and never change what
+a later run delivered. A put by run R succeeds when the pair is new, was written by R itself (a rerun passes its
+own earlier writes) or by a later run without a run key (populate-manifest's; the item then takes R's time), or
+has expired (ttl <= R's time); it fails when an earlier run delivered the pair and it has not expired: a
+cross-batch natural duplicate. A pair a later run with a run key delivered (`later_runs_entry`: a late batch,
+another pipeline's run with a later id; it completed before R started, or the register would have stopped R) is
+a copy too, and stays that run's: taking it over would deliver it twice, and R's abandon or shrunk redo would
+then remove that run's entry. The synthetic look-up returns fingerprints of earlier runs, and of later ones: an id
+a later run delivered is recorded by none of R's fingerprints. So redoing any run, in any order, gives the same
+decisions. Limit: one item per pair, so once an expired pair is delivered again (more than ttl_days later),
+redoing a run from before that is not guaranteed to give its first output.
 """
 
 from __future__ import annotations
@@ -32,6 +36,11 @@ SECONDS_PER_DAY = 86_400
 # The manifest's answer for an (event_key, fingerprint) of a batch, in the `cross_batch` column of the answers:
 SEEN_EARLIER = "natural"  # an earlier run delivered this (event_id, fingerprint)
 ID_SEEN_EARLIER = "synthetic"  # an earlier run delivered this event_id with another fingerprint
+SEEN_LATER = "later"
+"""`put`: a later run with a run key delivered this pair, and completed before this run started (the register of
+unfinished runs sees to it): its output has the event, so taking the entry over would deliver it twice. The pair
+is a cross-batch natural copy (answered SEEN_EARLIER), and the entry stays the later run's."""
+RECORDED = "recorded"  # `put`: the pair is this run's now
 ANSWERS_SCHEMA = "event_key string, fingerprint string, cross_batch string"
 
 
@@ -86,6 +95,10 @@ class IdResult:
 
     seen: frozenset[str] = field(default_factory=frozenset)
     earlier_other: bool = False
+    later: frozenset[str] = field(default_factory=frozenset)
+    """The fingerprints of this batch a later run delivered (`SEEN_LATER`): copies, not recorded. With synthetic
+    detection, an id a later run delivered is recorded by none of its fingerprints (`earlier_other`: the others are
+    synthetic copies), so a redo of that later run still decides as it did."""
 
 
 @dataclass
@@ -182,6 +195,20 @@ def others_entry(entry_time: int, entry_key: str | None, etl_time: int, key: str
     return entry_time == etl_time and bool(entry_key) and bool(key) and entry_key != key
 
 
+def later_only(earlier: set[str], own: bool, later: set[str]) -> set[str]:
+    """The later runs' fingerprints of an id that count for a run: only when no earlier run and not the run itself
+    delivered the id. Else the later runs' entries of it are their copies of that delivery (a later run records the
+    synthetic copies it finds), which must not change what a redo of this run decides."""
+    return set() if earlier or own else later
+
+
+def later_runs_entry(entry_time: int, entry_key: str | None, etl_time: int, key: str) -> bool:
+    """True when an entry written at `entry_time` by run key `entry_key` was delivered by a later run with a run key
+    (every other run had completed when this one started: the register sees to it), for a run with a run key.
+    Entries without one (populate-manifest's, those from before run keys) are taken over as before."""
+    return entry_time > etl_time and bool(entry_key) and bool(key) and entry_key != key
+
+
 class ManifestClient(ABC):
     """One connection to the manifest, used by one Python worker for many partitions."""
 
@@ -189,14 +216,20 @@ class ManifestClient(ABC):
         self.stats = ManifestStats()
 
     @abstractmethod
-    def put(self, event_id: str, fingerprint: str, etl_time: int, ttl: int, run_key: str = "") -> bool:
-        """Record the pair; True when it is new, this or a later run's, or expired; False when an earlier run has it
-        (or another run key of the same second: `others_entry`)."""
+    def put(self, event_id: str, fingerprint: str, etl_time: int, ttl: int, run_key: str = "") -> str:
+        """Record the pair: `RECORDED` when it is new, this run's, a later run's without a run key, or expired;
+        `SEEN_EARLIER` when an earlier run has it (or another run key of the same second: `others_entry`);
+        `SEEN_LATER` when a later run with a run key has it (`later_runs_entry`): nothing is written."""
 
     @abstractmethod
+    def fingerprints_of(self, event_id: str, etl_time: int, run_key: str = "") -> tuple[set[str], set[str]]:
+        """Fingerprints of `event_id` not expired at `etl_time`: those recorded by earlier runs (smaller etl_time, or
+        another run key of the same second), and those recorded by later runs with a run key (`later_runs_entry`)
+        when the id has no entry of an earlier run or of this one (`later_only`)."""
+
     def earlier_fingerprints(self, event_id: str, etl_time: int, run_key: str = "") -> set[str]:
-        """Fingerprints of `event_id` recorded by earlier runs (smaller etl_time, or another run key of the same
-        second) and not expired at `etl_time`."""
+        """Fingerprints of `event_id` recorded by earlier runs and not expired at `etl_time` (`fingerprints_of`)."""
+        return self.fingerprints_of(event_id, etl_time, run_key)[0]
 
     def check_ids(
         self, ids: Iterable[tuple[str, list[str]]], etl_time: int, ttl: int, detect_synthetic: bool, run_key: str = ""
@@ -215,9 +248,13 @@ class ManifestClient(ABC):
     ) -> IdResult:  # fmt: skip
         # Look before writing: afterwards this run's own writes would be among the answers (they are
         # excluded by etl_time and run key anyway, so a rerun, or Spark recomputing a task, gets the same answer).
-        earlier = self.earlier_fingerprints(event_id, etl_time, run_key) if detect_synthetic else set()
-        seen = frozenset(fp for fp in fingerprints if not self.put(event_id, fp, etl_time, ttl, run_key))
-        return IdResult(seen=seen, earlier_other=bool(earlier - set(fingerprints)))
+        earlier, later = self.fingerprints_of(event_id, etl_time, run_key) if detect_synthetic else (set(), set())
+        if later:  # a later run delivered the id: every copy here is its copy, recorded by none (SEEN_LATER)
+            return IdResult(earlier_other=True, later=frozenset(later & set(fingerprints)))
+        answers = {fp: self.put(event_id, fp, etl_time, ttl, run_key) for fp in fingerprints}
+        seen = frozenset(fp for fp, answer in answers.items() if answer == SEEN_EARLIER)
+        later_pairs = frozenset(fp for fp, answer in answers.items() if answer == SEEN_LATER)
+        return IdResult(seen=seen, earlier_other=bool(earlier - set(fingerprints)), later=later_pairs)
 
     def close(self) -> None:  # noqa: B027  (optional hook)
         """Release connections."""

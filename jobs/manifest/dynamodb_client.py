@@ -1,6 +1,6 @@
 """Requests to the DynamoDB events manifest's table, paced and patient: what every Python worker (and the driver's
 checks) sends through (`DynamoDbClient.call`), and the item-level operations of the manifest (`put`,
-`earlier_fingerprints`, `check_ids`).
+`fingerprints_of`, `check_ids`).
 
 Throttling slows a run, it does not fail it: each worker keeps its puts and queries under its share of the table's
 capacity (`Pace`); botocore's adaptive mode retries, `max_attempts` in all; a throttling error that still comes back is
@@ -29,18 +29,30 @@ from botocore.exceptions import (
 )
 
 from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
-from jobs.manifest.base import IdResult, ManifestClient, ManifestError, others_entry
+from jobs.manifest.base import (
+    RECORDED,
+    SEEN_EARLIER,
+    SEEN_LATER,
+    IdResult,
+    ManifestClient,
+    ManifestError,
+    later_only,
+    later_runs_entry,
+    others_entry,
+)  # fmt: skip
 
-# A put succeeds for a new pair, a pair this run or a LATER run wrote (the item then keeps this, the earliest,
-# delivery: a run's decisions depend only on earlier runs, so redoing runs in any order gives the same output),
-# or an expired pair (TTL deletion is lazy in DynamoDB, so an expired item can still be there).
+# A put succeeds for a new pair, a pair this run wrote, a pair a later run wrote without a run key (the item then
+# keeps this, the earliest, delivery), or an expired pair (TTL deletion is lazy in DynamoDB, so an expired item can
+# still be there). A pair a later run with a run key delivered is never taken over: its completed output has the
+# event (base.later_runs_entry); the failed condition's old item says which it was.
 ID, FINGERPRINT, ETL_TIME, TTL = DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_ETL_TIME, DYNAMODB_TTL
 RUN_KEY = "runKey"
 PUT_CONDITION = (
-    f"attribute_not_exists({ID}) OR {ETL_TIME} > :etl OR #ttl <= :etl OR "
-    f"({ETL_TIME} = :etl AND (attribute_not_exists({RUN_KEY}) OR {RUN_KEY} = :key))"
+    f"attribute_not_exists({ID}) OR #ttl <= :etl OR "
+    f"({ETL_TIME} >= :etl AND (attribute_not_exists({RUN_KEY}) OR {RUN_KEY} = :key))"
 )
-"""A run with a run key: an item of its second passes only when it is its own or has no key (see base.others_entry)."""
+"""A run with a run key: an item of its second or later passes only when it is its own or has no key (see
+base.others_entry and base.later_runs_entry)."""
 PUT_CONDITION_WITHOUT_KEY = f"attribute_not_exists({ID}) OR {ETL_TIME} >= :etl OR #ttl <= :etl"
 """A run without one (populate-manifest): every item of its second is its own, as before run keys."""
 OWN_ITEMS = f"{RUN_KEY} = :key OR (attribute_not_exists({RUN_KEY}) AND {ETL_TIME} = :etl)"
@@ -187,7 +199,7 @@ class DynamoDbClient(ManifestClient):
             for name, count in counts.items():
                 setattr(self.stats, name, getattr(self.stats, name) + count)
 
-    def put(self, event_id: str, fingerprint: str, etl_time: int, ttl: int, run_key: str = "") -> bool:
+    def put(self, event_id: str, fingerprint: str, etl_time: int, ttl: int, run_key: str = "") -> str:
         item = {ID: {"S": event_id}, FINGERPRINT: {"S": fingerprint},
                 ETL_TIME: {"N": str(etl_time)}, TTL: {"N": str(ttl)}}  # fmt: skip
         values = {":etl": {"N": str(etl_time)}}
@@ -203,15 +215,20 @@ class DynamoDbClient(ManifestClient):
                 ExpressionAttributeNames={"#ttl": TTL},
                 ExpressionAttributeValues=values,
                 ReturnConsumedCapacity="TOTAL",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",  # no extra capacity: which run has the pair
             )  # fmt: skip
         except self.client.exceptions.ConditionalCheckFailedException as err:
             self._account(err.response, puts=1, conditional_failures=1)
-            return False
+            old = err.response.get("Item", {})
+            written, key = int(old.get(ETL_TIME, {}).get("N", "0")), old.get(RUN_KEY, {}).get("S")
+            return SEEN_LATER if later_runs_entry(written, key, etl_time, run_key) else SEEN_EARLIER
         self._account(response, puts=1)
-        return True
+        return RECORDED
 
-    def earlier_fingerprints(self, event_id: str, etl_time: int, run_key: str = "") -> set[str]:
+    def fingerprints_of(self, event_id: str, etl_time: int, run_key: str = "") -> tuple[set[str], set[str]]:
         found: set[str] = set()
+        later: set[str] = set()
+        own = False
         request: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": f"{ID} = :id",
@@ -225,12 +242,15 @@ class DynamoDbClient(ManifestClient):
             self._account(response, queries=1)
             for item in response["Items"]:
                 written, key = int(item[ETL_TIME]["N"]), item.get(RUN_KEY, {}).get("S")
-                if int(item[TTL]["N"]) > etl_time and (
-                    written < etl_time or others_entry(written, key, etl_time, run_key)
-                ):
+                if int(item[TTL]["N"]) <= etl_time:
+                    continue
+                if written < etl_time or others_entry(written, key, etl_time, run_key):
                     found.add(item[FINGERPRINT]["S"])
+                elif later_runs_entry(written, key, etl_time, run_key):
+                    later.add(item[FINGERPRINT]["S"])
+                own = own or written == etl_time  # not another run key's of this second: that one is in `found`
             if "LastEvaluatedKey" not in response:
-                return found
+                return found, later_only(found, own, later)
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def check_ids(

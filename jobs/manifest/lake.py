@@ -19,8 +19,9 @@ Apex Deduper, at warehouse scale). Layout under PATH (names in `jobs.contract`):
   stops the run.
 
 Semantics are the other backends' (jobs/manifest/base.py): an entry counts against run R (time T) when
-`etl_time < T < ttl`; a rerun's commit replaces that run's entries; so redoing any run, in any order, gives the
-same decisions. Unlike the one-item-per-pair backends, every run's entries are kept until they expire, so a
+`etl_time < T < ttl`, and an entry of a later run with a run key makes the pair (and, with synthetic detection,
+the id) a copy that R does not record (`State.later_for`); a rerun's commit replaces that run's entries; so
+redoing any run, in any order, gives the same decisions. Unlike the one-item-per-pair backends, every run's entries are kept until they expire, so a
 pair delivered again after it expired does not change what a redo of an older run decides. The fingerprint is
 compared by its 64-bit hash: two different fingerprints of one event id collide with probability 2^-64.
 
@@ -219,13 +220,17 @@ class LakeManifest(LakeLocation, Manifest):
             F.coalesce(F.max(earlier_fp == F.col("fp_hash")), F.lit(False)).alias("natural"),
             F.max(earlier_fp.isNotNull()).alias("delivered"),
         )
+        later_table = f"winnow_lake_{uuid.uuid4().hex}"
+        flagged = self._with_later(flagged, run, later_table, state)
         flagged = flagged.persist(StorageLevel.MEMORY_AND_DISK)
         flagged.count()  # the manifest is read once, here
-        answer = F.when(F.col("natural"), F.lit(SEEN_EARLIER)).when(
-            F.col("delivered") & F.lit(detect_synthetic), F.lit(ID_SEEN_EARLIER)
+        # base.SEEN_LATER: a copy of what a later run delivered; with synthetic detection, of the id it delivered.
+        later_id = F.col("later_id") & F.lit(detect_synthetic)
+        answer = F.when(F.col("natural") | F.col("later"), F.lit(SEEN_EARLIER)).when(
+            (F.col("delivered") | later_id) & F.lit(detect_synthetic), F.lit(ID_SEEN_EARLIER)
         )
         answers = (
-            flagged.where(F.col("delivered"))
+            flagged.where(F.col("delivered") | F.col("later") | later_id)
             .select("event_key", "fingerprint", answer.alias("cross_batch"))
             .where(F.col("cross_batch").isNotNull())
             .persist(StorageLevel.MEMORY_AND_DISK)
@@ -234,7 +239,7 @@ class LakeManifest(LakeLocation, Manifest):
         written: list[Segment] = []
 
         def record() -> None:
-            new_entries = flagged.where(~F.col("natural")).select(
+            new_entries = flagged.where(~F.col("natural") & ~F.col("later") & ~later_id).select(
                 *ENTRY_KEYS, F.col("fp_hash").alias("fingerprint"),
                 F.lit(run.etl_time).cast("long").alias("etl_time"), F.lit(run.ttl).cast("long").alias("ttl"),
             )  # fmt: skip
@@ -244,8 +249,9 @@ class LakeManifest(LakeLocation, Manifest):
             answers.unpersist()
             flagged.unpersist()
             keyed.unpersist()
-            if table is not None:
-                spark.sql(f"DROP TABLE IF EXISTS {table}")
+            for name in (table, later_table):
+                if name is not None:
+                    spark.sql(f"DROP TABLE IF EXISTS {name}")
 
         def figures() -> ManifestStats:
             return replace(
@@ -255,6 +261,39 @@ class LakeManifest(LakeLocation, Manifest):
             )
 
         return ManifestCheck(answers=answers, stats=figures, record=record, release=release)
+
+    def _with_later(self, flagged: DataFrame, run: ManifestRun, table: str, state: State) -> DataFrame:
+        """`flagged` with `later` and `later_id`: whether a later run with a run key delivered the pair, and the id
+        when neither an earlier run nor this one did (`base.later_only`). Read from `State.later_for`'s segments and
+        the run's own, whole, registered as `table`: none for a run in order, which reads nothing more."""
+        later = state.later_for(run.etl_time, run.run_key)
+        if not later:
+            return flagged.withColumn("later", F.lit(False)).withColumn("later_id", F.lit(False))
+        own = {e.segment for e in state.runs.values() if e.owned_by(run.etl_time, run.run_key)} & set(state.segments)
+        spark = flagged.sparkSession
+        self._register(spark, table, state.buckets, {name: () for name in sorted(set(later) | own)})
+        in_later_runs = F.lit(False)
+        for name, times in later.items():
+            in_later_runs = in_later_runs | ((F.col("segment") == name) & F.col("etl_time").isin(*times))
+        in_own = F.col("segment").isin(*sorted(own)) & (F.col("etl_time") == run.etl_time)
+        by_id = (
+            spark.table(table)
+            .where((in_later_runs | in_own) & (F.col("ttl") > run.etl_time))
+            .groupBy(*ENTRY_KEYS)
+            .agg(
+                F.collect_set(F.when(in_later_runs, F.col("fingerprint"))).alias("later_fps"),
+                F.max(in_own).alias("own"),
+            )
+        )
+        later_fps = F.coalesce(F.col("later_fps"), F.array().cast("array<long>"))
+        return (
+            flagged.join(by_id, list(ENTRY_KEYS), "left")
+            .withColumn("later", F.array_contains(later_fps, F.col("fp_hash")))
+            .withColumn(
+                "later_id", (F.size(later_fps) > 0) & ~F.coalesce(F.col("own"), F.lit(False)) & ~F.col("delivered")
+            )
+            .drop("later_fps", "own")
+        )
 
     def _with_earlier(
         self,

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, get_type_hints
 
-from jobs.manifest.base import SECONDS_PER_DAY, RegisteredRun, others_entry
+from jobs.manifest.base import SECONDS_PER_DAY, RegisteredRun, later_runs_entry, others_entry
 from jobs.manifest.lake_filter import Filter
 
 FORMAT = "winnow-lake-manifest"
@@ -99,6 +99,19 @@ class State:
             if entries.etl_time < etl_time < entries.ttl and entries.segment in self.segments
         }
         return {name: self.stale_in(name) for name in sorted(live | self.same_second(etl_time, run_key))}
+
+    def later_for(self, etl_time: int, run_key: str) -> dict[str, tuple[int, ...]]:
+        """Segments holding unexpired entries of later runs with a run key (`base.later_runs_entry`), each with the
+        etl_times of those runs: what a run with `run_key` may not take over. Empty for a run without one."""
+        later: dict[str, set[int]] = {}
+        for entries in self.runs.values():
+            if (
+                entries.ttl > etl_time
+                and entries.segment in self.segments
+                and later_runs_entry(entries.etl_time, entries.run_key, etl_time, run_key)
+            ):
+                later.setdefault(entries.segment, set()).add(entries.etl_time)
+        return {name: tuple(sorted(times)) for name, times in sorted(later.items())}
 
     def same_second(self, etl_time: int, run_key: str) -> set[str]:
         """The segments of other runs of `etl_time` (another run key: another pipeline's run of the same id), whose

@@ -92,7 +92,7 @@ class RequestManifest(Manifest):
             for event_id, fingerprints, result in checked:
                 delivered_before = result.earlier_other or bool(result.seen)
                 for fingerprint in fingerprints:
-                    if fingerprint in result.seen:
+                    if fingerprint in result.seen or fingerprint in result.later:  # base.SEEN_LATER: a copy
                         yield event_id, fingerprint, SEEN_EARLIER
                     elif detect_synthetic and delivered_before:
                         yield event_id, fingerprint, ID_SEEN_EARLIER

@@ -10,7 +10,19 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 
-from jobs.manifest.base import IdResult, ManifestCheck, ManifestClient, ManifestError, ManifestRun, others_entry
+from jobs.manifest.base import (
+    RECORDED,
+    SEEN_EARLIER,
+    SEEN_LATER,
+    IdResult,
+    ManifestCheck,
+    ManifestClient,
+    ManifestError,
+    ManifestRun,
+    later_only,
+    later_runs_entry,
+    others_entry,
+)  # fmt: skip
 from jobs.manifest.requests import RequestManifest
 
 TABLE = "events_manifest"
@@ -112,37 +124,39 @@ class SqliteClient(ManifestClient):
         super().__init__()
         self.db = db
 
-    def put(self, event_id: str, fingerprint: str, etl_time: int, ttl: int, run_key: str = "") -> bool:
+    def put(self, event_id: str, fingerprint: str, etl_time: int, ttl: int, run_key: str = "") -> str:
         self.stats.requests += 1
         self.stats.puts += 1
         row = self.db.execute(
             f"SELECT etl_time, ttl, run_key FROM {TABLE} WHERE event_id = ? AND fingerprint = ?",
             (event_id, fingerprint),
         ).fetchone()
-        # Delivered by an earlier run (or another run of the same second) and not expired: a duplicate. A later
-        # run's item is replaced by this run's (the item keeps the earliest delivery), so redoing runs in any order
-        # gives the same decisions.
-        if (
-            row is not None
-            and row[1] > etl_time
-            and (row[0] < etl_time or others_entry(row[0], row[2], etl_time, run_key))
-        ):
-            self.stats.conditional_failures += 1
-            return False
+        # Delivered by an earlier run (or another run of the same second) and not expired: a duplicate. Delivered
+        # by a later run: never taken over (its completed output has the event). A later entry without a run key
+        # is replaced by this run's (the item keeps the earliest delivery).
+        if row is not None and row[1] > etl_time:
+            if row[0] < etl_time or others_entry(row[0], row[2], etl_time, run_key):
+                self.stats.conditional_failures += 1
+                return SEEN_EARLIER
+            if later_runs_entry(row[0], row[2], etl_time, run_key):
+                self.stats.conditional_failures += 1
+                return SEEN_LATER
         self.db.execute(
             f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?)",
             (event_id, fingerprint, etl_time, ttl, run_key or None),
         )
-        return True
+        return RECORDED
 
-    def earlier_fingerprints(self, event_id: str, etl_time: int, run_key: str = "") -> set[str]:
+    def fingerprints_of(self, event_id: str, etl_time: int, run_key: str = "") -> tuple[set[str], set[str]]:
         self.stats.requests += 1
         self.stats.queries += 1
         rows = self.db.execute(
-            f"SELECT fingerprint, etl_time, run_key FROM {TABLE} WHERE event_id = ? AND etl_time <= ? AND ttl > ?",
-            (event_id, etl_time, etl_time),
-        )
-        return {fp for fp, time, key in rows if time < etl_time or others_entry(time, key, etl_time, run_key)}
+            f"SELECT fingerprint, etl_time, run_key FROM {TABLE} WHERE event_id = ? AND ttl > ?", (event_id, etl_time)
+        ).fetchall()
+        earlier = {fp for fp, time, key in rows if time < etl_time or others_entry(time, key, etl_time, run_key)}
+        own = any(time == etl_time and not others_entry(time, key, etl_time, run_key) for _, time, key in rows)
+        later = {fp for fp, time, key in rows if later_runs_entry(time, key, etl_time, run_key)}
+        return earlier, later_only(earlier, own, later)
 
     def check_ids(
         self, ids: Iterable[tuple[str, list[str]]], etl_time: int, ttl: int, detect_synthetic: bool, run_key: str = ""

@@ -216,51 +216,41 @@ def test_populate_manifest_backfills_what_a_dedup_run_would_have_recorded(
     assert run_folder_content(tmp_path / "out" / f"run={RUN_2}") == EXPECTED_RUN_2
 
 
-@pytest.fixture(params=["sqlite", "dynamodb"])
+@pytest.fixture(params=["sqlite", "dynamodb", "lake"])
 def manifest_uri(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A fresh manifest of each backend."""
-    if request.param == "sqlite":
-        yield f"sqlite:{tmp_path / 'manifest.db'}"
+    if request.param != "dynamodb":
+        yield f"{request.param}:{tmp_path / 'manifest'}"
         return
     with dynamodb_on_loopback(Faults()) as endpoint:
         monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
         yield "dynamodb://events-manifest"
 
 
-def test_a_manifest_finds_cross_batch_copies_and_runs_can_be_done_in_any_order(
+def test_a_late_run_finds_what_a_later_run_delivered_as_copies_and_redos_in_any_order_give_the_same(
     spark: SparkSession, batches: tuple[Path, Path], tmp_path: Path, manifest_uri: str
 ) -> None:
+    """A run never takes over what a later run delivered (a late batch, or another pipeline's run with a later id):
+    the later run's output has those events, so they are copies; redoing either run, in any order, gives its output
+    again byte for byte."""
     out = tmp_path / "out"
-    alone = {"good": sorted(BATCH_1), "bad": [], "duplicates": [], "quarantine": []}
+    assert dedup(batches[1], tmp_path / "alone", RUN_2, f"sqlite:{tmp_path / 'alone.db'}", "--create") == 0
+    alone = run_folder_content(tmp_path / "alone" / f"run={RUN_2}")
     assert dedup(batches[1], out, RUN_2, manifest_uri, "--create") == 0  # the later run first
+    assert run_folder_content(out / f"run={RUN_2}") == alone
     assert dedup(batches[0], out, RUN_1, manifest_uri) == 0
-    # Run 1 gives what it gives alone: nothing of run 2 counts for it.
-    assert run_folder_content(out / f"run={RUN_1}") == alone
-
-    # Redoing run 2 now that run 1 is recorded gives the in-order result: run 1's puts of the pairs run 2 had
-    # recorded first took them over (the earliest delivery), and run 2 passes its own writes.
-    assert dedup(batches[1], out, RUN_2, manifest_uri) == 0
-    assert run_folder_content(out / f"run={RUN_2}") == EXPECTED_RUN_2
-    summary = summary_of(out, RUN_2)
-    assert summary["by_reason"]["duplicates"] == {"cross_batch_natural": 2, "in_batch_natural": 1}
-    assert summary["synthetic"] == {
-        "strategy": "reid",
-        "events": 4,
-        "good": 4,
-        "bad": 0,
-        "duplicates": 0,
-        "quarantined": 0,
-        "dropped": 0,
-        "by_reason": {"in_batch_synthetic": 2, "cross_batch_synthetic": 2},
+    late = {
+        "good": [reidentified(line("B", "b1"))],  # run 2 delivered B with another fingerprint: a synthetic copy
+        "bad": [],
+        "duplicates": sorted([line("A", "a1"), line("C", "c1")]),  # run 2 delivered these pairs
+        "quarantine": [],
     }
-    # One put per distinct (event_id, fingerprint) after in-batch dedup, one look-up per event id; run 1's two
-    # pairs fail the put's condition, run 2's own pass it.
-    manifest_figures = {k: summary["manifest"][k] for k in ("puts", "queries", "conditional_failures", "requests")}
-    assert manifest_figures == {"puts": 7, "queries": 5, "conditional_failures": 2, "requests": 12}
+    assert run_folder_content(out / f"run={RUN_1}") == late
+    assert summary_of(out, RUN_1)["by_reason"]["duplicates"] == {"cross_batch_natural": 2}
+    assert summary_of(out, RUN_1)["synthetic"]["by_reason"] == {"in_batch_synthetic": 0, "cross_batch_synthetic": 1}
 
-    # Run 2 recorded B and C with other fingerprints: they are later, so redoing run 1 (its own writes there too)
-    # must not see them; redoing run 2 after it gives the same folder again.
-    assert dedup(batches[0], out, RUN_1, manifest_uri) == 0
-    assert run_folder_content(out / f"run={RUN_1}") == alone
-    assert dedup(batches[1], out, RUN_2, manifest_uri) == 0
-    assert run_folder_content(out / f"run={RUN_2}") == EXPECTED_RUN_2
+    for run_id, batch, content in ((RUN_2, 1, alone), (RUN_1, 0, late), (RUN_2, 1, alone), (RUN_1, 0, late)):
+        assert dedup(batches[batch], out, run_id, manifest_uri) == 0
+        assert run_folder_content(out / f"run={run_id}") == content
+    # 93cc664: run 1 took A and C over and delivered them again (good: all three of its events), and run 2's redo
+    # then found them, and B's b1, as run 1's

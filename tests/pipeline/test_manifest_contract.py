@@ -13,7 +13,7 @@ from moto import mock_aws
 
 from jobs.errors import InvalidArgumentError
 from jobs.manifest import ManifestError, open_manifest
-from jobs.manifest.base import IdResult
+from jobs.manifest.base import RECORDED, SEEN_EARLIER, SEEN_LATER, IdResult
 from jobs.manifest.dynamodb import DynamoDbManifest
 from jobs.manifest.requests import RequestManifest
 from jobs.manifest.sqlite import SqliteManifest
@@ -46,29 +46,56 @@ def manifest(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Request
 def test_a_new_pair_is_accepted_once_per_run(manifest: RequestManifest) -> None:
     manifest.check()
     client = manifest.client()
-    assert client.put("id-1", "fp-1", RUN_1, ttl(RUN_1)) is True
+    assert client.put("id-1", "fp-1", RUN_1, ttl(RUN_1)) == RECORDED
     # The same run again (a rerun, or Spark recomputing a task) passes its own write.
-    assert client.put("id-1", "fp-1", RUN_1, ttl(RUN_1)) is True
+    assert client.put("id-1", "fp-1", RUN_1, ttl(RUN_1)) == RECORDED
     # A later run sees a cross-batch natural duplicate.
-    assert client.put("id-1", "fp-1", RUN_2, ttl(RUN_2)) is False
+    assert client.put("id-1", "fp-1", RUN_2, ttl(RUN_2)) == SEEN_EARLIER
     # An earlier run does not (earlier means earlier: its decisions ignore later runs); the item now records it,
     # so RUN_1 itself is later than the item's delivery from then on.
-    assert client.put("id-1", "fp-1", RUN_1 - DAY, ttl(RUN_1 - DAY)) is True
-    assert client.put("id-1", "fp-1", RUN_1, ttl(RUN_1)) is False
+    assert client.put("id-1", "fp-1", RUN_1 - DAY, ttl(RUN_1 - DAY)) == RECORDED
+    assert client.put("id-1", "fp-1", RUN_1, ttl(RUN_1)) == SEEN_EARLIER
     # Another fingerprint, or another id, is another pair.
-    assert client.put("id-1", "fp-2", RUN_2, ttl(RUN_2)) is True
-    assert client.put("id-2", "fp-1", RUN_2, ttl(RUN_2)) is True
+    assert client.put("id-1", "fp-2", RUN_2, ttl(RUN_2)) == RECORDED
+    assert client.put("id-2", "fp-1", RUN_2, ttl(RUN_2)) == RECORDED
     assert client.earlier_fingerprints("id-1", RUN_2) == {"fp-1"}  # fp-2 is RUN_2's own
     assert client.earlier_fingerprints("id-1", RUN_1 - DAY) == set()  # nothing earlier than the earliest
     assert (client.stats.puts, client.stats.conditional_failures) == (7, 2)
 
 
+def test_a_later_runs_pair_is_a_copy_for_an_earlier_run_and_stays_the_later_runs(manifest: RequestManifest) -> None:
+    """A run with a run key never takes over what a later run with one delivered: that run's output has the event
+    (a late batch, another pipeline's run with a later id). Without a key (populate-manifest) it is, as before."""
+    client = manifest.client()
+    assert client.put("id-1", "fp-1", RUN_2, ttl(RUN_2), "B") == RECORDED
+    assert client.put("id-1", "fp-1", RUN_1, ttl(RUN_1), "A") == SEEN_LATER
+    assert client.put("id-1", "fp-1", RUN_3, ttl(RUN_3), "C") == SEEN_EARLIER  # still run B's delivery
+    assert client.put("id-1", "fp-1", RUN_2, ttl(RUN_2), "B") == RECORDED  # B's redo passes its own
+    assert client.put("id-1", "fp-1", RUN_1, ttl(RUN_1)) == RECORDED  # no key: taken over
+    assert client.put("id-1", "fp-1", RUN_1 - DAY, ttl(RUN_1 - DAY), "Z") == RECORDED  # a keyless entry: taken over
+
+    # An id a later run delivered: every fingerprint of it is its copy, and none is recorded, so a redo of that
+    # later run decides as it did.
+    assert client.put("id-2", "fp-1", RUN_2, ttl(RUN_2), "B") == RECORDED
+    late = list(client.check_ids([("id-2", ["fp-1", "fp-2"])], RUN_1, ttl(RUN_1), True, "A"))
+    assert late == [("id-2", ["fp-1", "fp-2"], IdResult(earlier_other=True, later=frozenset({"fp-1"})))]
+    assert client.fingerprints_of("id-2", RUN_2, "B") == (set(), set())  # B's redo finds nothing earlier
+    assert client.fingerprints_of("id-2", RUN_1, "A") == (set(), {"fp-1"})
+    # 93cc664: A took (id-1, fp-1) over from B, and recorded (id-2, fp-2), which B's redo then found as earlier
+
+    # In order: B records its synthetic copy of A's id; A's redo still delivers the id as it did.
+    assert client.put("id-3", "fp-1", RUN_1, ttl(RUN_1), "A") == RECORDED
+    assert client.put("id-3", "fp-2", RUN_2, ttl(RUN_2), "B") == RECORDED
+    assert client.fingerprints_of("id-3", RUN_1, "A") == (set(), set())
+    assert client.fingerprints_of("id-3", RUN_2, "B") == ({"fp-1"}, set())
+
+
 def test_an_expired_pair_counts_as_absent(manifest: RequestManifest) -> None:
     client = manifest.client()
-    assert client.put("id-1", "fp-1", RUN_1, RUN_1 + DAY) is True
-    assert client.put("id-1", "fp-1", RUN_1 + DAY - 1, RUN_2 + TTL_DAYS * DAY) is False  # not yet expired
-    assert client.put("id-1", "fp-1", RUN_1 + DAY, RUN_1 + DAY + TTL_DAYS * DAY) is True  # expired: recorded anew
-    assert client.put("id-1", "fp-1", RUN_3, ttl(RUN_3)) is False  # and remembered from then on
+    assert client.put("id-1", "fp-1", RUN_1, RUN_1 + DAY) == RECORDED
+    assert client.put("id-1", "fp-1", RUN_1 + DAY - 1, RUN_2 + TTL_DAYS * DAY) == SEEN_EARLIER  # not yet expired
+    assert client.put("id-1", "fp-1", RUN_1 + DAY, RUN_1 + DAY + TTL_DAYS * DAY) == RECORDED  # expired: recorded anew
+    assert client.put("id-1", "fp-1", RUN_3, ttl(RUN_3)) == SEEN_EARLIER  # and remembered from then on
 
 
 def test_earlier_fingerprints_exclude_this_run_and_expired_items(manifest: RequestManifest) -> None:
@@ -112,7 +139,7 @@ def test_create_is_idempotent(manifest: RequestManifest) -> None:
     client.put("id-1", "fp-1", RUN_1, ttl(RUN_1))
     manifest.create()
     manifest.check()
-    assert manifest.client().put("id-1", "fp-1", RUN_2, ttl(RUN_2)) is False
+    assert manifest.client().put("id-1", "fp-1", RUN_2, ttl(RUN_2)) == SEEN_EARLIER
 
 
 def test_dynamodb_items_have_the_snowplow_layout() -> None:
@@ -126,8 +153,8 @@ def test_dynamodb_items_have_the_snowplow_layout() -> None:
                         "etlTime": {"N": str(RUN_1)}, "ttl": {"N": str(ttl(RUN_1))}}  # fmt: skip
         # 64-bit: times after 2038 are stored and compared exactly.
         late = 4_102_444_800  # 2100-01-01
-        assert manifest.client().put("id-2", "fp-1", late, ttl(late)) is True
-        assert manifest.client().put("id-2", "fp-1", late + 1, ttl(late + 1)) is False
+        assert manifest.client().put("id-2", "fp-1", late, ttl(late)) == RECORDED
+        assert manifest.client().put("id-2", "fp-1", late + 1, ttl(late + 1)) == SEEN_EARLIER
 
 
 def test_dynamodb_check_explains_a_missing_table() -> None:
