@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
 from jobs.enriched.parse import UUID_PATTERN
+from jobs.errors import DamagedFileError
 from jobs.fs.paths import exact
 from jobs.manifest.base import ManifestError
 from jobs.manifest.lake import LakeManifest, id_halves
@@ -44,10 +45,21 @@ def import_dynamodb_export(manifest: LakeManifest, spark: SparkSession, export: 
     schema = (
         f"Item struct<{DYNAMODB_PARTITION_KEY}: struct<S: string>, {DYNAMODB_SORT_KEY}: struct<S: string>, "
         f"{DYNAMODB_ETL_TIME}: struct<N: string>, {DYNAMODB_TTL}: struct<N: string>, folder: struct<S: string>, "
-        "holder: struct<S: string>>"
+        "holder: struct<S: string>>, _corrupt_record string"
     )
-    items = spark.read.schema(schema).json(exact(export))
-    _require_nothing_in_flight(items, export)
+    reader = spark.read.schema(schema).option("columnNameOfCorruptRecord", "_corrupt_record")
+    items = reader.json(exact(export)).withColumn("_file", F.input_file_name())
+    items = items.persist(StorageLevel.MEMORY_AND_DISK)  # Spark reads a corrupt record's column from a copy only
+    try:
+        _require_whole_lines(items, export)
+        _require_nothing_in_flight(items, export)
+        return _load(manifest, items, state, run_id)
+    finally:
+        items.unpersist()
+
+
+def _load(manifest: LakeManifest, items: DataFrame, state: State, run_id: str) -> dict[str, int]:
+    """The export's usable items as the lake's one segment, committed; the counts."""
     event_key = F.lower(F.col(f"Item.{DYNAMODB_PARTITION_KEY}.S"))
     fingerprint = F.col(f"Item.{DYNAMODB_SORT_KEY}.S")
     etl_time = F.col(f"Item.{DYNAMODB_ETL_TIME}.N").cast("long")
@@ -72,6 +84,24 @@ def import_dynamodb_export(manifest: LakeManifest, spark: SparkSession, export: 
     }
     manifest.commit(State(state.commit, state.buckets, {name: segment}, runs), state, "populate-manifest", run_id)
     return {"items": read, "entries": segment.keys, "skipped": read - segment.keys}
+
+
+def _require_whole_lines(items: DataFrame, export: str) -> None:
+    """Refuse an export with a line that is no JSON document (cut, or damaged): its item, an event's entry or a
+    register's, would be lost, and its event delivered again.
+
+    Raises:
+        DamagedFileError: named with the file and the line's start; nothing is loaded.
+    """
+    damaged = items.where(F.col("_corrupt_record").isNotNull())
+    first = damaged.select(F.col("_file").alias("file"), "_corrupt_record").limit(1).collect()
+    if first:
+        count = damaged.count()
+        raise DamagedFileError(
+            f"--input {export}: {count} line(s) of the export are no whole JSON item, the first in {first[0]['file']}: "
+            f"{first[0]['_corrupt_record'][:80]!r}; nothing was loaded. Export the table again (or restore the file), "
+            "then run again"
+        )
 
 
 def _require_nothing_in_flight(items: DataFrame, export: str) -> None:
