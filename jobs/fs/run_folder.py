@@ -94,10 +94,19 @@ class RunFolder:
         path = f"{self.path}/{SUMMARY if self.sealed else COMPLETED_BEFORE}"
         if not self._fs.exists(path):
             return None
+        text = self._fs.read_text(path)
         try:
-            document = json.loads(self._fs.read_text(path) or "null")
+            document = json.loads(text or "null")
         except ValueError:  # a sealed folder's damaged summary is named by `_check_replaceable`
-            return None
+            document = None
+        if not self.sealed and text and not isinstance(document, dict):  # cut: the run did complete (an empty one
+            # is an older Winnow's marker, which held nothing)
+            raise DamagedFileError(
+                f"{path} is damaged (not a whole JSON document): it is the summary.json of run {self.run_id}, which completed, kept while "
+                "a redo of it has not sealed; without it the redo could not be held to the manifest and input the run "
+                "completed with. Restore it from a copy (or put the run's summary.json from a backup in its place), "
+                "then run again; nothing was written"
+            )
         return document if isinstance(document, dict) else None
 
     def clear(self) -> None:

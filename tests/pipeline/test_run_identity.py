@@ -182,3 +182,34 @@ def test_a_completed_runs_stopped_redo_is_held_to_its_input_when_its_folders_mar
     assert main(later) == 0
     delivered = [line for run in sorted(out.glob("run=*")) for line in read_lines(run / "good")]
     assert sorted(delivered) == sorted(events(*range(9)))
+
+
+def test_a_cut_marker_of_a_completed_runs_stopped_redo_stops_the_redo_naming_it(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FAULTS 4 and 2: `_COMPLETED_BEFORE` cut while a completed run's redo is stopped before its seal. Before (attack
+    10B's 05): the folder read as a never-completed run's, so the redo without the manifest it completed with passed,
+    exit 0, and the events later runs had found as its copies were delivered again. Now the marker is named, and with
+    it restored the redo is held to its manifest again."""
+    out, manifest = tmp_path / "out", f"sqlite:{tmp_path / 'manifest.db'}"
+    first = batch(tmp_path / "in-1", events(0, 1, 2))
+    assert main(dedup(first, out, RUN_A, manifest, "--create")) == 0
+    assert main(dedup(batch(tmp_path / "in-2", events(1, 2, 3)), out, RUN_B, manifest)) == 0
+    killed_at_seal(monkeypatch, dedup(first, out, RUN_A, manifest))
+    marker = out / f"run={RUN_A}" / "_COMPLETED_BEFORE"
+    whole = marker.read_bytes()
+    marker.write_bytes(whole[: len(whole) // 2])
+    without_manifest = ["dedup", "--input", str(first), "--output", str(out), "--run-id", RUN_A]
+    capsys.readouterr()
+    assert main(without_manifest) == 1
+    assert error_line(capsys) == (
+        f"error: {marker} is damaged (not a whole JSON document): it is the summary.json of run {RUN_A}, which "
+        "completed, kept while a redo of it has not sealed; without it the redo could not be held to the manifest and "
+        "input the run completed with. Restore it from a copy (or put the run's summary.json from a backup in its "
+        "place), then run again; nothing was written"
+    )
+    marker.write_bytes(whole)  # restored as printed
+    assert main(without_manifest) == 2  # held to its manifest again
+    assert main(dedup(first, out, RUN_A, manifest)) == 0
+    delivered = [line for run in sorted(out.glob("run=*")) for line in read_lines(run / "good")]
+    assert sorted(delivered) == sorted(events(0, 1, 2, 3))  # 93cc664: 1 and 2 twice
