@@ -166,11 +166,9 @@ def run(
             run_id, run_time, config.manifest.ttl_days, run_key=key, replaces=replaces, register_entry=registered
         )  # the lake keeps the register entry in its commit
 
-        generation: list[int | None] = [None]
-
         def register_run() -> None:
             if register is not None:
-                generation[0] = register.begin(registered)
+                register.begin(registered)
 
         plan = None
         if incremental is not None:
@@ -186,8 +184,9 @@ def run(
                                      register_run, manifest_run, completed)  # fmt: skip
             if summary["manifest"] is not None and pacing is not None:
                 summary["manifest"]["pacing"] = pacing
-            if summary["manifest"] is not None and generation[0] is not None:
-                summary["manifest"]["generation"] = generation[0]  # an older copy put back is found by this
+            generation = register.generation() if register is not None else None  # after this run's writes
+            if summary["manifest"] is not None and generation is not None:
+                summary["manifest"]["generation"] = generation  # an older copy put back is found by this
             summary["started_at"] = started_at.isoformat(timespec="seconds")
             summary["wall_time_seconds"] = round(time.monotonic() - started, 3)
             progress(f"sealing {folder.path}: summary.json, then _SUCCESS")

@@ -2,13 +2,13 @@
 
 Such a copy lacks the pairs of the runs that completed after it was taken: every later run would deliver their
 events again, exit 0. The manifest's register counts the runs that register in it (`RunRegister.generation`), and
-each dedup run records the count it made in its `summary.json` (`manifest.generation`). A run first reads the
+each dedup run records the count after its own writes in its `summary.json` (`manifest.generation`). A run first reads the
 summary of the newest completed run of its output that used the same manifest: a manifest whose count is below
 the one recorded there is an older copy, and the run stops before it writes anything.
 
 Back-filling what the copy lacks (`populate-manifest` over the output) raises the count to the highest its completed
 run folders recorded (`advance`), which lets runs go on. Runs completed before the count was kept record none:
-nothing is checked for them. The lake keeps no count: its commits are anchored (`jobs.manifest.lake_commits`).
+nothing is checked for them. The lake's count is its commit number (a back-fill raises it in a commit of its own).
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ def require_not_older(register: RunRegister, output_root: str, manifest_uri: str
         f"--run-id {run_id}"
     )
     raise StaleManifestError(
-        f"manifest {manifest_uri} is an older copy: {path} records it after {generation} registered runs, and it "
-        f"holds {current}, so the events of the runs completed after the copy was taken would be delivered again; "
+        f"manifest {manifest_uri} is an older copy: {path} records it at generation {generation} (each run adds to "
+        f"it), and it is at {current}, so the events of the runs completed after the copy was taken would be delivered again; "
         f"nothing was written. Put the newest copy back, or back-fill the completed runs into it ({back_fill}, "
         "and the same for every other output that uses it), then run again"
     )

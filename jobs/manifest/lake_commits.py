@@ -187,7 +187,7 @@ class LakeLocation:
                 possible when someone removed the writer lease of a live run); nothing is written or deleted.
         """
         filters = {name: made for name, made in state.filters.items() if name in state.segments}
-        new = replace(state, commit=base.commit + 1, filters=filters)
+        new = replace(state, commit=base.commit + 1, filters=filters, generation=max(base.generation, state.generation))
         new = replace(new, checksums=self._checksums(new))
         document = json.dumps(new.document(job, run_id), indent=1).encode("utf-8")
         if not store.create_if_absent(self._commit_path(new.commit), document):
@@ -204,6 +204,17 @@ class LakeLocation:
             store.delete(self._commit_path(number))
         self._remove_leftovers(new)
         return new
+
+    def generation(self) -> int:
+        """The lake's generation (`jobs.dedup.stale`): its commit number, or the one a back-fill raised it to."""
+        state = self.state()
+        return max(state.commit, state.generation)
+
+    def advance_generation(self, at_least: int) -> None:
+        """Raise the generation to `at_least` with a commit that changes nothing else (under the writer lease)."""
+        state = self.state()
+        if max(state.commit, state.generation) < at_least:
+            self.commit(replace(state, generation=at_least), state, "populate-manifest", "generation")
 
     def verify(self, state: State) -> int:
         """Compare every segment `state` names with its files (`lake_integrity.verify_segments`); the files listed.

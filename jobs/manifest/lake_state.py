@@ -89,6 +89,9 @@ class State:
     """The register entries of the runs that committed entries and may not
     have sealed their run folder yet: the register of unfinished runs kept in the commit too, so a `_runs/` removed
     or lost hides no unfinished run (`unfinished.LakeRunRegister`)."""
+    generation: int = 0
+    """At least this generation (`RunRegister.generation`: the lake's is its commit number, or this when higher):
+    raised by a back-fill of the runs an older copy lacked (`advance_generation`), carried by every later commit."""
 
     def live_for(self, etl_time: int, run_key: str = "") -> dict[str, tuple[int, ...]]:
         """Segments holding entries that count at `etl_time` for the run of `run_key`, each with the runs whose
@@ -147,6 +150,7 @@ class State:
             FILTERS_KEY: {name: f.document() for name, f in sorted(self.filters.items())},
             CHECKSUMS_KEY: dict(sorted(self.checksums.items())),
             OPEN_RUNS_KEY: [asdict(run) for run in self.open_runs],
+            "generation": self.generation,
         }
 
     @staticmethod
@@ -160,7 +164,8 @@ class State:
         filters = {name: Filter.parse(f) for name, f in document.get(FILTERS_KEY, {}).items()}
         checksums = dict(document.get(CHECKSUMS_KEY, {}))  # absent from version 1's commits
         open_runs = tuple(_open_run(entry) for entry in document.get(OPEN_RUNS_KEY, []))  # absent before version 3
-        return State(document["commit"], document["buckets"], segments, runs, filters, checksums, open_runs)
+        generation = document.get("generation", 0)  # absent before generations were kept
+        return State(document["commit"], document["buckets"], segments, runs, filters, checksums, open_runs, generation)
 
 
 def _open_run(entry: Any) -> RegisteredRun:

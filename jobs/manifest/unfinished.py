@@ -74,9 +74,9 @@ class RunRegister(ABC):
         manifest's generation after it (`generation`), None where the register keeps none."""
 
     def generation(self) -> int | None:
-        """How many runs have registered in the manifest (0 before the first): recorded by each run in its
-        `summary.json`, so an older copy of the manifest put back is found by the next run of that output
-        (`jobs.dedup.stale`). None: the register keeps none (the lake: its commits are anchored instead)."""
+        """How many runs have registered in the manifest (0 before the first; the lake: its commit number): recorded
+        by each run in its `summary.json`, so an older copy of the manifest put back is found by the next run of that
+        output (`jobs.dedup.stale`). None: the register keeps none."""
         return None
 
     def advance(self, at_least: int) -> None:  # noqa: B027  (optional: only registers with a generation)
@@ -324,9 +324,23 @@ class LakeRunRegister(FileRunRegister):
     """The lake's register: its `_runs/` documents, and the open runs its newest commit records (`State.open_runs`,
     written by the run's commit): a `_runs/` removed or lost hides no run that committed and did not complete."""
 
-    def __init__(self, folder: str, committed: Callable[[], tuple[RegisteredRun, ...]]) -> None:
+    def __init__(
+        self,
+        folder: str,
+        committed: Callable[[], tuple[RegisteredRun, ...]],
+        generation: Callable[[], int] = lambda: 0,
+        advance: Callable[[int], None] = lambda at_least: None,
+    ) -> None:
         super().__init__(folder)
         self.committed = committed
+        self._generation, self._advance = generation, advance
+
+    def generation(self) -> int:
+        """The commit number (or what a back-fill raised it to): each run's commit adds one."""
+        return self._generation()
+
+    def advance(self, at_least: int) -> None:
+        self._advance(at_least)
 
     def unfinished(self) -> list[RegisteredRun]:
         listed = super().unfinished()
@@ -344,7 +358,10 @@ def run_register(manifest: Manifest) -> RunRegister:
     if isinstance(manifest, SqliteManifest):
         return SqliteRunRegister(manifest.path)
     if isinstance(manifest, LakeManifest):
-        return LakeRunRegister(f"{manifest.root}/{LAKE_RUNS}", lambda: manifest.state().open_runs)
+        return LakeRunRegister(
+            f"{manifest.root}/{LAKE_RUNS}", lambda: manifest.state().open_runs, manifest.generation,
+            manifest.advance_generation,
+        )  # fmt: skip
     if isinstance(manifest, DynamoDbManifest):
         return DynamoDbRunRegister(manifest.dynamodb_client())
     raise TypeError(f"no run register for {type(manifest).__name__}")

@@ -124,6 +124,7 @@ def test_entries_count_only_once_their_commit_exists(spark: SparkSession, tmp_pa
     # As if run 1 had stopped between writing its segment and creating its commit: the files are there, unread.
     (root / "_commits" / "0000000001.json").unlink()
     (root / "_latest").unlink()  # written after the commit
+    (tmp_path / "out" / f"run={RUN_1}" / "_SUCCESS").unlink()  # written after both (else: an older copy, stale.py)
     [unread] = segment_folders(root)
     second = dedup(write_batch(tmp_path / "batch=2", BATCH_2), tmp_path / "out", RUN_2, f"lake:{root}", settings)
     assert second["by_reason"]["duplicates"] == {"in_batch_natural": 1}

@@ -1,4 +1,4 @@
-"""An older copy of a SQLite manifest put back in its place is found by the next run of an output that used it,
+"""An older copy of a manifest put back in its place is found by the next run of an output that used it,
 before it writes anything; the back-fill the line prints, pasted as printed, lets runs go on with nothing delivered
 twice (`jobs.dedup.stale`)."""
 
@@ -22,37 +22,49 @@ from tests.pipeline.test_unfinished_runs import operator_shell
 RUN_A, RUN_B, RUN_C = "2026-11-24-01-00-00", "2026-11-24-02-00-00", "2026-11-24-03-00-00"
 
 
+def put_back(copy: Path, place: Path) -> None:
+    """A copy of the manifest (a file, or the lake's folder) in its place."""
+    if copy.is_dir():
+        shutil.rmtree(place, ignore_errors=True)
+        shutil.copytree(copy, place)
+    else:
+        shutil.copy(copy, place)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "lake"])
 def test_an_older_copy_of_the_manifest_stops_the_next_run_until_the_printed_back_fill(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str
 ) -> None:
-    out, database = tmp_path / "out", tmp_path / "manifest.db"
+    """SQLite: the file copied back; the lake: its whole folder (attack 10B's 01), which its anchor cannot tell."""
+    out, database = tmp_path / "out", tmp_path / "manifest"
+    uri = f"{backend}:{database}"
     write(tmp_path / "a" / "a.tsv", events(range(0, 5)))
     write(tmp_path / "b" / "b.tsv", events(range(5, 10)))
 
     def dedup(batch: str, run_id: str, *more: str) -> int:
         argv = ["dedup", "--input", str(tmp_path / batch), "--output", str(out), "--run-id", run_id]
-        return main([*argv, "--manifest", f"sqlite:{database}", *more])
+        return main([*argv, "--manifest", uri, *more])
 
     assert dedup("a", RUN_A, "--create") == 0
-    shutil.copy(database, tmp_path / "copy.db")  # a backup taken after run A
+    put_back(database, tmp_path / "copy")  # a backup taken after run A
     assert dedup("b", RUN_B) == 0
     summary = out / f"run={RUN_B}" / "summary.json"
-    assert json.loads(summary.read_text())["manifest"]["generation"] == 2
-    shutil.copy(tmp_path / "copy.db", database)  # put back: it lacks run B's pairs
+    recorded = json.loads(summary.read_text())["manifest"]["generation"]
+    assert recorded == 2
+    put_back(tmp_path / "copy", database)  # put back: it lacks run B's pairs
 
     assert dedup("b", RUN_C) == 1  # run B's events again
     line = error_line(capsys)
     back_fill = line.split("back-fill the completed runs into it (", 1)[1].split(", and the same", 1)[0]
     assert line == (
-        f"error: manifest sqlite:{database} is an older copy: {summary} records it after 2 registered runs, and it "
-        "holds 1, so the events of the runs completed after the copy was taken would be delivered again; nothing "
+        f"error: manifest {uri} is an older copy: {summary} records it at generation 2 (each run adds to it), and it "
+        "is at 1, so the events of the runs completed after the copy was taken would be delivered again; nothing "
         f"was written. Put the newest copy back, or back-fill the completed runs into it ({back_fill}, and the same "
         "for every other output that uses it), then run again"
     )  # 93cc664: exit 0, run B's 5 events delivered again
     assert not (out / f"run={RUN_C}").exists()
     assert back_fill.endswith(
-        f"populate-manifest --input {shlex.quote(str(out))} --manifest {shlex.quote(f'sqlite:{database}')} "
-        f"--run-id {RUN_B}"
+        f"populate-manifest --input {shlex.quote(str(out))} --manifest {shlex.quote(uri)} --run-id {RUN_B}"
     )
     pasted = subprocess.run(["bash", "-c", back_fill], cwd="/", env=operator_shell(), capture_output=True,
                             text=True, timeout=600)  # fmt: skip
