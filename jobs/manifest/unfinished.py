@@ -69,9 +69,9 @@ class RunRegister(ABC):
     """The register of one manifest (see the module docstring)."""
 
     @abstractmethod
-    def begin(self, run: RegisteredRun) -> int | None:
-        """Register `run` (replacing an entry of an earlier attempt): before its first manifest write. Returns the
-        manifest's generation after it (`generation`), None where the register keeps none."""
+    def begin(self, run: RegisteredRun) -> None:
+        """Register `run` (replacing an entry of an earlier attempt): before its first manifest write; where the
+        register keeps a generation, it counts one more."""
 
     def generation(self) -> int | None:
         """How many runs have registered in the manifest (0 before the first; the lake: its commit number): recorded
@@ -160,14 +160,13 @@ class SqliteRunRegister(RunRegister):
         db.executemany(f"INSERT INTO {SQLITE_TABLE} VALUES ({_PLACES})", [(r.key, *astuple(r)) for r in runs])
         db.execute("COMMIT")
 
-    def begin(self, run: RegisteredRun) -> int:
+    def begin(self, run: RegisteredRun) -> None:
         with contextlib.closing(self._connect()) as db:
             db.execute("BEGIN IMMEDIATE")  # the entry and the generation it makes, together
             db.execute(f"INSERT OR REPLACE INTO {SQLITE_TABLE} VALUES ({_PLACES})", (run.key, *astuple(run)))
             db.execute(SQLITE_GENERATION_SCHEMA)
             db.execute(f"{SQLITE_SET_GENERATION} generation + 1", (1,))
             db.execute("COMMIT")
-            return int(db.execute(f"SELECT generation FROM {SQLITE_GENERATION}").fetchone()[0])
 
     def generation(self) -> int:
         with contextlib.closing(self._connect()) as db:
@@ -205,7 +204,7 @@ class DynamoDbRunRegister(RunRegister):
     def _key(self, name: str) -> dict[str, Any]:
         return {DYNAMODB_PARTITION_KEY: {"S": DYNAMODB_RUNS_KEY}, DYNAMODB_SORT_KEY: {"S": name}}
 
-    def begin(self, run: RegisteredRun) -> int:
+    def begin(self, run: RegisteredRun) -> None:
         item = {
             **self._key(run.key),
             DYNAMODB_ETL_TIME: {"N": str(run.etl_time)},
@@ -215,11 +214,10 @@ class DynamoDbRunRegister(RunRegister):
             **({"completedBefore": {"BOOL": True}} if run.completed_before else {}),
         }
         self.call("put_item", None, TableName=self.table, Item=item)
-        answer = self.call(
+        self.call(
             "update_item", None, TableName=self.table, Key=self._generation_key(), UpdateExpression="ADD generation :one",
-            ExpressionAttributeValues={":one": {"N": "1"}}, ReturnValues="UPDATED_NEW",
+            ExpressionAttributeValues={":one": {"N": "1"}},
         )  # fmt: skip
-        return int(answer["Attributes"]["generation"]["N"])
 
     def _generation_key(self) -> dict[str, Any]:
         """The item holding the generation: no `ttl`, so it never expires."""
