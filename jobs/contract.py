@@ -63,6 +63,8 @@ SUCCESS_MARKER = "_SUCCESS"
 # Left in the folder of a completed run that a redo is replacing, until the redo seals: a redo stopped halfway is
 # still the redo of a completed run, whose manifest entries later runs may have decided against.
 COMPLETED_BEFORE = "_COMPLETED_BEFORE"
+# In the dedup output `OUT/`: for each manifest its runs used, the run that completed last (`jobs.dedup.stale`).
+LAST_COMPLETED = "_LAST_COMPLETED.json"
 # The `run` command's output `OUT/`: its dedup run folders under OUT/deduplicated/, its shred's under OUT/shredded/.
 DEDUPLICATED, SHREDDED = "deduplicated", "shredded"
 

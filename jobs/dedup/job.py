@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from jobs import __version__, contract
 from jobs.config import JobConfig, SyntheticStrategy
 from jobs.contract import Progress
+from jobs.dedup.bookkeeping import RunBook
 from jobs.dedup.inbatch import (
     BAD,
     DROPPED,
@@ -29,7 +30,6 @@ from jobs.dedup.inbatch import (
     with_row_ids,
 )  # fmt: skip
 from jobs.dedup.redo import refuse_a_shrunk_redo, refuse_another_manifest
-from jobs.dedup.stale import require_not_older
 from jobs.enriched.parse import narrow_events
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.input import Input, UnreadableFile, open_input, read_whole, require_input
@@ -41,7 +41,6 @@ from jobs.incremental.ledger import Plan, plan_run, record_read
 from jobs.incremental.window import Window
 from jobs.manifest import Manifest, ManifestCheck, ManifestRun, ManifestStats, open_manifest
 from jobs.manifest.base import ManifestError, RegisteredRun, run_key
-from jobs.manifest.unfinished import run_register
 from jobs.manifest.writer_lease import writer_lease
 from jobs.prog import local_prog
 from jobs.runtime.invocation import absolute_uri, command
@@ -147,14 +146,12 @@ def run(
     # one before its ledger entry is written (a later entry would stop the earlier run's redo).
     manifest_lease = writer_lease(spark, manifest, "dedup", run_id) if manifest else contextlib.nullcontext()
     with manifest_lease:
-        register = run_register(manifest) if manifest else None
         # The run's identity is its folder: another pipeline's run of the same id on this manifest is another run.
         key = run_key(folder.path, run_id)
+        book = RunBook.of(manifest, key) if manifest else None
         replaces = False  # an earlier attempt may have recorded pairs its batch no longer has: removed at the end
-        if register is not None and manifest is not None:
-            register.require_no_unfinished(key, absolute_uri(manifest.uri), FileSystem(spark).exists)
-            require_not_older(register, output_path, absolute_uri(manifest.uri))
-            entry = register.entry(key)
+        if book is not None:
+            entry = book.check(output_path, int(run_time.timestamp()), FileSystem(spark).exists)
             replaces = entry is not None or FileSystem(spark).exists(folder.path)
             completed = completed or (entry is not None and entry.completed_before)  # its folder's marker removed
         registered = RegisteredRun(
@@ -167,8 +164,8 @@ def run(
         )  # the lake keeps the register entry in its commit
 
         def register_run() -> None:
-            if register is not None:
-                register.begin(registered)
+            if book is not None:
+                book.register.begin(registered)
 
         plan = None
         if incremental is not None:
@@ -184,9 +181,8 @@ def run(
                                      register_run, manifest_run, completed)  # fmt: skip
             if summary["manifest"] is not None and pacing is not None:
                 summary["manifest"]["pacing"] = pacing
-            generation = register.generation() if register is not None else None  # after this run's writes
-            if summary["manifest"] is not None and generation is not None:
-                summary["manifest"]["generation"] = generation  # an older copy put back is found by this
+            if summary["manifest"] is not None and book is not None:
+                summary["manifest"].update(book.summary())  # after this run's writes
             summary["started_at"] = started_at.isoformat(timespec="seconds")
             summary["wall_time_seconds"] = round(time.monotonic() - started, 3)
             progress(f"sealing {folder.path}: summary.json, then _SUCCESS")
@@ -194,8 +190,8 @@ def run(
             if shred is not None:
                 shred.write()
             folder.seal()
-            if register is not None:
-                register.complete(registered)
+            if book is not None:
+                book.complete(output_path, registered)
     return summary
 
 

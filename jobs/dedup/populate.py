@@ -28,7 +28,7 @@ from jobs.contract import (
     Progress,
 )
 from jobs.dedup.job import manifest_for, tasks_at_once
-from jobs.dedup.stale import highest_recorded_generation
+from jobs.dedup.stale import ManifestUsed, highest_recorded_generation, record_back_filled
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.fs import store
@@ -37,6 +37,7 @@ from jobs.fs.paths import absolute
 from jobs.fs.runs import RUN_ID_PATTERN, run_timestamp
 from jobs.manifest import Manifest, ManifestRun
 from jobs.manifest.base import SEEN_EARLIER
+from jobs.manifest.completions import completed_runs, manifest_place
 from jobs.manifest.unfinished import run_register
 from jobs.manifest.writer_lease import writer_lease
 from jobs.runtime.invocation import absolute_uri
@@ -100,9 +101,8 @@ def run(
         )
         if pacing is not None:
             summary["manifest"]["pacing"] = pacing
-        if input_format == "enriched":  # the count of registered runs the back-filled runs recorded, at least
-            register = run_register(manifest)
-            register.advance(highest_recorded_generation(completed_run_folders(input_path), absolute_uri(manifest.uri)))
+        if input_format == "enriched":  # what the back-filled runs recorded of the manifest (`jobs.dedup.stale`)
+            _record_back_filled(manifest, input_path)
     return {
         "job": "populate-manifest",
         "version": __version__,
@@ -167,13 +167,26 @@ def delivered_files(input_path: str) -> tuple[store.Listing, dict[str, int]]:
     return dataclasses.replace(listing, files=tuple(kept)), dict(sorted(left_out.items()))
 
 
+def _record_back_filled(manifest: Manifest, input_path: str) -> None:
+    """The completions the back-filled outputs' `_LAST_COMPLETED.json` name, and at least the count of registered
+    runs their summaries recorded (outputs from before completions were kept)."""
+    completions = completed_runs(manifest)
+    used = ManifestUsed(absolute_uri(manifest.uri), manifest_place(manifest), completions.identity())
+    record_back_filled(completions, _output_roots(input_path), used)
+    run_register(manifest).advance(highest_recorded_generation(completed_run_folders(input_path), used.uri))
+
+
+def _output_roots(input_path: str) -> list[str]:
+    """The dedup output roots of `input_path`: itself, or its `deduplicated/` (a `run` output) as well."""
+    root = input_path.rstrip("/")
+    return [root, f"{root}/{DEDUPLICATED}"] if DEDUPLICATED in store.subfolders(root) else [root]
+
+
 def completed_run_folders(input_path: str) -> list[str]:
     """The completed dedup run folders directly under `input_path` (or its `deduplicated/`, a `run` output)."""
-    root = input_path.rstrip("/")
-    outputs = [root, f"{root}/{DEDUPLICATED}"] if DEDUPLICATED in store.subfolders(root) else [root]
     return [
         f"{output}/{name}"
-        for output in outputs
+        for output in _output_roots(input_path)
         for name in store.subfolders(output)
         if re.fullmatch(DEDUP_RUN_FOLDER, name) and store.exists(f"{output}/{name}/{SUCCESS_MARKER}")
     ]

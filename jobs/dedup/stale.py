@@ -1,25 +1,32 @@
 """An older copy of a manifest put back in its place (a backup restored, a file copied over), found before it is used.
 
 Such a copy lacks the pairs of the runs that completed after it was taken: every later run would deliver their
-events again, exit 0. The manifest's register counts the runs that register in it (`RunRegister.generation`), and
-each dedup run records the count after its own writes in its `summary.json` (`manifest.generation`). A run first reads the
-summary of the newest completed run of its output that used the same manifest: a manifest whose count is below
-the one recorded there is an older copy, and the run stops before it writes anything.
+events again, exit 0. Each dedup run with a manifest, once sealed, records its completion in the manifest
+(`jobs.manifest.completions`: its run key and the id of this attempt), then names that completion in its output's
+`_LAST_COMPLETED.json`, one entry per manifest. A run first looks the entry for its manifest up in the manifest: a
+manifest that lacks it (or holds another attempt's) was copied before that run completed, and the run stops before it
+writes anything. Runs on one manifest are serialized by its writer lease, so a copy that holds the newest completion
+holds every earlier one: whatever other outputs did with the copy since, whatever the ids' order.
 
-Back-filling what the copy lacks (`populate-manifest` over the output) raises the count to the highest its completed
-run folders recorded (`advance`), which lets runs go on. Runs completed before the count was kept record none:
-nothing is checked for them. The lake's count is its commit number (a back-fill raises it in a commit of its own).
-"""
+Back-filling what the copy lacks (`populate-manifest` over the output) records that completion again. An output
+whose runs predate `_LAST_COMPLETED.json` is checked the earlier way: the manifest's count of registered runs
+(`RunRegister.generation`) against the one its newest run recorded in `summary.json` (`manifest.generation`)."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+from dataclasses import dataclass
+from typing import Any
 
-from jobs.contract import SUCCESS_MARKER, SUMMARY
+from jobs.contract import LAST_COMPLETED, SUCCESS_MARKER, SUMMARY
 from jobs.errors import DamagedFileError
 from jobs.fs import store
+from jobs.fs.paths import normalized
 from jobs.fs.runs import RUN_ID_PATTERN
+from jobs.manifest.base import RegisteredRun
+from jobs.manifest.completions import CompletedRuns
 from jobs.manifest.unfinished import RunRegister
 from jobs.prog import local_prog
 
@@ -84,3 +91,109 @@ def require_not_older(register: RunRegister, output_root: str, manifest_uri: str
         f"nothing was written. Put the newest copy back, or back-fill the completed runs into it ({back_fill}, "
         "and the same for every other output that uses it), then run again"
     )
+
+
+@dataclass(frozen=True)
+class ManifestUsed:
+    """The manifest a run uses, as `_LAST_COMPLETED.json` names it: its URI, its place (one way for each spelling
+    of the URI) and its identity (kept by copies; None: its kind keeps none)."""
+
+    uri: str
+    place: str
+    identity: str | None
+
+    def names(self, entry: dict[str, Any]) -> bool:
+        """Whether `entry` of a `_LAST_COMPLETED.json` is of this manifest (a copy under another name included)."""
+        same_identity = self.identity is not None and entry.get("identity") == self.identity
+        return same_identity or entry.get("place") == self.place
+
+
+def last_completed(output_root: str, manifest: ManifestUsed) -> tuple[str, dict[str, Any] | None]:
+    """The path of `output_root`'s `_LAST_COMPLETED.json` and its entry for `manifest` (None: there is none)."""
+    path = f"{output_root.rstrip('/')}/{LAST_COMPLETED}"
+    document = store.read_json(
+        path, f"put its earlier copy back, or remove it (runs of {output_root} are then checked as before it was kept)"
+    )
+    entries = document.get("manifests", []) if isinstance(document, dict) else []
+    return path, next((entry for entry in entries if isinstance(entry, dict) and manifest.names(entry)), None)
+
+
+def record_completion(
+    completions: CompletedRuns, output_root: str, manifest: ManifestUsed, run: RegisteredRun, attempt: str
+) -> None:
+    """Record that `attempt` of `run` completed: in the manifest, then in `output_root`'s `_LAST_COMPLETED.json`
+    (once the run's folder is sealed; a kill between the two leaves the file naming the run before, which the
+    manifest holds)."""
+    root = normalized(output_root)
+    completions.record(run.key, attempt, run.ttl, root)
+    path = f"{root}/{LAST_COMPLETED}"
+    document = store.read_json(path, "put its earlier copy back, or remove it")
+    entries = [
+        entry
+        for entry in (document or {}).get("manifests", [])
+        if isinstance(entry, dict) and not manifest.names(entry)
+    ]
+    entries.append({
+        "uri": manifest.uri, "place": manifest.place, "identity": manifest.identity, "run_id": run.run_id,
+        "run_key": run.key, "attempt": attempt, "ttl": run.ttl, "folder": run.folder,
+    })  # fmt: skip
+    store.write_bytes(path, (json.dumps({"manifests": entries}, indent=1) + "\n").encode())
+
+
+def require_completions(
+    completions: CompletedRuns, register: RunRegister, output_root: str, manifest: ManifestUsed, now: int
+) -> None:
+    """Stop when the manifest lacks the last completion of a run of `output_root`, or of any other output whose runs
+    completed with it (an older copy put back); an output without `_LAST_COMPLETED.json` for it: checked by count.
+
+    Raises:
+        StaleManifestError: named, with the two ways on (nothing was written).
+    """
+    root = normalized(output_root)
+    path, entry = last_completed(root, manifest)
+    if entry is None:
+        require_not_older(register, output_root, manifest.uri)
+    for output in [root, *sorted(set(completions.outputs()) - {root})]:  # its own output first
+        if output != root:
+            path, entry = last_completed(output, manifest)
+        if entry is None or not isinstance(entry.get("ttl"), int) or entry["ttl"] <= now:
+            continue  # none, or its pairs have expired with it
+        found = completions.attempt(str(entry.get("run_key")))
+        if found != entry.get("attempt"):
+            raise StaleManifestError(_older_copy(manifest.uri, output, path, str(entry.get("run_id")), found))
+
+
+def newest_completed_run_id(output_root: str) -> str | None:
+    """The highest run id of the completed run folders directly under `output_root`."""
+    root = output_root.rstrip("/")
+    runs = sorted((name for name in store.subfolders(root) if RUN_FOLDER.fullmatch(name)), reverse=True)
+    sealed = (RUN_FOLDER.fullmatch(name) for name in runs if store.exists(f"{root}/{name}/{SUCCESS_MARKER}"))
+    return next((found.group(1) for found in sealed if found), None)
+
+
+def _older_copy(manifest_uri: str, output: str, path: str, run_id: str, found: str | None) -> str:
+    back_fill = (  # at the newest run's time: the pairs then count as earlier for every run after it
+        f"{local_prog()} populate-manifest --input {shlex.quote(output)} --manifest {shlex.quote(manifest_uri)} "
+        f"--run-id {newest_completed_run_id(output) or run_id}"
+    )
+    holds = "holds an earlier attempt of it" if found is not None else "lacks it"
+    return (
+        f"manifest {manifest_uri} is an older copy: run {run_id} of {output} completed with it ({path}), and it "
+        f"{holds}, so the events of the runs completed after the copy was taken would be delivered again; nothing "
+        f"was written. Put the newest copy back, or back-fill the completed runs into it ({back_fill}, and the same "
+        "for every other output that uses it), then run again"
+    )
+
+
+def record_back_filled(completions: CompletedRuns, output_roots: list[str], manifest: ManifestUsed) -> list[str]:
+    """After a back-fill of the completed run folders under `output_roots` into the manifest: the last completion
+    each output's `_LAST_COMPLETED.json` names for it recorded again, when that run's folder is sealed (its `good/`
+    was back-filled). The run ids recorded."""
+    recorded = []
+    for output in output_roots:
+        _, entry = last_completed(normalized(output), manifest)
+        if entry is None or not store.exists(f"{str(entry.get('folder')).rstrip('/')}/{SUCCESS_MARKER}"):
+            continue
+        completions.record(str(entry["run_key"]), str(entry["attempt"]), int(entry["ttl"]), normalized(output))
+        recorded.append(str(entry.get("run_id")))
+    return recorded

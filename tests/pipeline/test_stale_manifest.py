@@ -5,21 +5,52 @@ twice (`jobs.dedup.stale`)."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
+import boto3
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs.manifest.base import RegisteredRun
+from jobs.manifest.unfinished import LakeRunRegister, RunRegister, SqliteRunRegister
 from jobs.runtime.cli import main
-from tests.pipeline.helpers import error_line, read_lines
+from tests.pipeline.helpers import error_line, numbered_id, read_lines
 from tests.pipeline.helpers import numbered_events as events
 from tests.pipeline.helpers import write_lines as write
-from tests.pipeline.test_unfinished_runs import operator_shell
+from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
+from tests.pipeline.test_unfinished_runs import completed_ids, operator_shell
 
 RUN_A, RUN_B, RUN_C = "2026-11-24-01-00-00", "2026-11-24-02-00-00", "2026-11-24-03-00-00"
+
+
+def pasted_back_fill(line: str) -> str:
+    """The back-fill command a stale-manifest line prints."""
+    return line.split("back-fill the completed runs into it (", 1)[1].split(", and the same", 1)[0]
+
+
+def stop_line(capsys: pytest.CaptureFixture[str], run_id: str, output: Path) -> str:
+    """The line that stopped a run as the manifest lacks run `run_id` of `output`."""
+    line = error_line(capsys)
+    assert f"is an older copy: run {run_id} of {output} completed with it" in line, line
+    return line
+
+
+def paste(command: str) -> None:
+    """`command` pasted into an operator's shell, from `/`."""
+    pasted = subprocess.run(["bash", "-c", command], cwd="/", env=operator_shell(), capture_output=True, text=True,
+                            timeout=600)  # fmt: skip
+    assert pasted.returncode == 0, pasted.stderr
+
+
+def follow(command: str) -> None:
+    """The printed `populate-manifest` command, its words as printed, run in this process (a shell's paste is
+    tested once, above: a Spark start each)."""
+    words = shlex.split(command)
+    assert main(words[words.index("populate-manifest") :]) == 0
 
 
 def put_back(copy: Path, place: Path) -> None:
@@ -27,7 +58,9 @@ def put_back(copy: Path, place: Path) -> None:
     if copy.is_dir():
         shutil.rmtree(place, ignore_errors=True)
         shutil.copytree(copy, place)
-    else:
+    else:  # as docs/operations.md says: the file, without the write-ahead log of the one it replaces
+        for log in (place.with_name(f"{place.name}-wal"), place.with_name(f"{place.name}-shm")):
+            log.unlink(missing_ok=True)
         shutil.copy(copy, place)
 
 
@@ -48,30 +81,164 @@ def test_an_older_copy_of_the_manifest_stops_the_next_run_until_the_printed_back
     assert dedup("a", RUN_A, "--create") == 0
     put_back(database, tmp_path / "copy")  # a backup taken after run A
     assert dedup("b", RUN_B) == 0
-    summary = out / f"run={RUN_B}" / "summary.json"
-    recorded = json.loads(summary.read_text())["manifest"]["generation"]
-    assert recorded == 2
+    last = json.loads((out / "_LAST_COMPLETED.json").read_text())["manifests"]
+    attempt = json.loads((out / f"run={RUN_B}" / "summary.json").read_text())["manifest"]["attempt"]
+    assert [(entry["run_id"], entry["attempt"]) for entry in last] == [(RUN_B, attempt)]
     put_back(tmp_path / "copy", database)  # put back: it lacks run B's pairs
 
     assert dedup("b", RUN_C) == 1  # run B's events again
     line = error_line(capsys)
-    back_fill = line.split("back-fill the completed runs into it (", 1)[1].split(", and the same", 1)[0]
+    back_fill = pasted_back_fill(line)
     assert line == (
-        f"error: manifest {uri} is an older copy: {summary} records it at generation 2 (each run adds to it), and it "
-        "is at 1, so the events of the runs completed after the copy was taken would be delivered again; nothing "
-        f"was written. Put the newest copy back, or back-fill the completed runs into it ({back_fill}, and the same "
-        "for every other output that uses it), then run again"
+        f"error: manifest {uri} is an older copy: run {RUN_B} of {out} completed with it ({out / '_LAST_COMPLETED.json'}), "
+        "and it lacks it, so the events of the runs completed after the copy was taken would be delivered again; "
+        f"nothing was written. Put the newest copy back, or back-fill the completed runs into it ({back_fill}, and "
+        "the same for every other output that uses it), then run again"
     )  # 93cc664: exit 0, run B's 5 events delivered again
     assert not (out / f"run={RUN_C}").exists()
     assert back_fill.endswith(
         f"populate-manifest --input {shlex.quote(str(out))} --manifest {shlex.quote(uri)} --run-id {RUN_B}"
     )
-    pasted = subprocess.run(["bash", "-c", back_fill], cwd="/", env=operator_shell(), capture_output=True,
-                            text=True, timeout=600)  # fmt: skip
-    assert pasted.returncode == 0, pasted.stderr
+    paste(back_fill)
 
     assert dedup("b", RUN_C) == 0
     assert read_lines(out / f"run={RUN_C}" / "good") == []  # each of run B's events is delivered once
     assert len(read_lines(out / f"run={RUN_C}" / "duplicates" / "reason=cross_batch_natural")) == 5
     assert dedup("a", RUN_A) == 0  # a redo of the first run still gives its output
     assert len(read_lines(out / f"run={RUN_A}" / "good")) == 5
+
+
+class Outputs:
+    """Dedup runs of outputs under `base` (each output a folder name) on one manifest."""
+
+    def __init__(self, base: Path, uri: str) -> None:
+        self.base, self.uri = base, uri
+
+    def dedup(self, batch: str, output: str, run_id: str, *more: str, uri: str | None = None) -> int:
+        argv = ["dedup", "--input", str(self.base / batch), "--output", str(self.base / output), "--run-id", run_id]
+        return main([*argv, "--manifest", uri or self.uri, *more])
+
+    def delivered(self, *outputs: str) -> list[str]:
+        """The event ids in the `good/` of every completed run of `outputs`, sorted: a doubled one twice."""
+        folders = [folder for output in outputs for folder in (self.base / output).glob("run=*")]
+        return completed_ids(folders, "good")
+
+
+@pytest.fixture
+def batches(tmp_path: Path) -> Path:
+    """Batches a (events 0-4), b (5-9), c (10-14) under `tmp_path`."""
+    for name, first in (("a", 0), ("b", 5), ("c", 10)):
+        write(tmp_path / name / f"{name}.tsv", events(range(first, first + 5)))
+    return tmp_path
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "lake"])
+def test_an_older_copy_is_found_by_every_output_on_the_manifest_whatever_the_others_ran_since(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], backend: str
+) -> None:
+    """Attack 10C's 01 and 10A's 06: the count a run recorded was caught up by another output's runs on the copy,
+    or by another output's back-fill: 211 and 400 events delivered again, exit 0. Here output x meets the events
+    of y's run that the copy lacks."""
+    database = batches / "manifest"
+    runs = Outputs(batches, f"{backend}:{database}")
+    assert runs.dedup("a", "x", RUN_A, "--create") == 0
+    assert runs.dedup("c", "y", RUN_B) == 0
+    put_back(database, batches / "copy")  # a backup taken after both outputs' first runs
+    assert runs.dedup("b", "y", RUN_C) == 0
+    put_back(batches / "copy", database)
+
+    assert runs.dedup("b", "x", "2026-11-24-04-00-00") == 1  # x's own last run is in the copy; y's is not
+    line = stop_line(capsys, RUN_C, batches / "y")
+    follow(pasted_back_fill(line))
+    assert runs.dedup("b", "x", "2026-11-24-04-00-00") == 0  # 5cb60ce..35411f2: y's 5 events delivered again
+    assert runs.dedup("c", "y", "2026-11-24-05-00-00") == 0
+    assert runs.delivered("x", "y") == sorted(numbered_id(n) for n in range(15))  # each event once
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # the lake's records: in the tests above and below
+def test_an_older_copy_lacking_a_late_batch_is_found_whatever_the_run_ids_order(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], backend: str
+) -> None:
+    """Attack 10C's 02: the run that completed last has the earlier id; the check read the newest run by name, whose
+    count the copy held: the late batch's events delivered again, exit 0."""
+    database = batches / "manifest"
+    runs = Outputs(batches, f"{backend}:{database}")
+    assert runs.dedup("a", "out", RUN_C, "--create") == 0
+    put_back(database, batches / "copy")
+    assert runs.dedup("b", "out", RUN_A) == 0  # the late batch
+    put_back(batches / "copy", database)
+
+    assert runs.dedup("b", "out", "2026-11-24-04-00-00") == 1
+    line = stop_line(capsys, RUN_A, batches / "out")
+    assert pasted_back_fill(line).endswith(f"--run-id {RUN_C}")  # at the newest run's time: earlier for later runs
+    follow(pasted_back_fill(line))
+    assert runs.dedup("b", "out", "2026-11-24-04-00-00") == 0
+    assert runs.delivered("out") == sorted(numbered_id(n) for n in range(10))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "lake"])
+def test_a_copy_taken_while_a_run_was_writing_is_found(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+) -> None:  # fmt: skip
+    """Attack 10A's 05: the copy holds the run's registration, so its count, and not its pairs: exit 0, its events
+    delivered again. (The copy here is taken as the run registers, before its first manifest write.)"""
+    database = batches / "manifest"
+    runs = Outputs(batches, f"{backend}:{database}")
+    assert runs.dedup("a", "out", RUN_A, "--create") == 0
+    register = SqliteRunRegister if backend == "sqlite" else LakeRunRegister
+    begin = register.begin
+
+    def begin_and_copy(self: RunRegister, run: RegisteredRun) -> None:
+        begin(self, run)
+        put_back(database, batches / "copy")
+
+    monkeypatch.setattr(register, "begin", begin_and_copy)
+    assert runs.dedup("b", "out", RUN_B) == 0
+    monkeypatch.undo()
+    put_back(batches / "copy", database)
+    if backend == "lake":  # the copy holds the writer lease the run held: its line, followed, removes it
+        assert runs.dedup("b", "out", RUN_C) == 1
+        assert error_line(capsys).endswith(f"remove its lease {database / '_lease'} and run again")
+        (database / "_lease").unlink()
+
+    assert runs.dedup("b", "out", RUN_C) == 1
+    line = stop_line(capsys, RUN_B, batches / "out")
+    follow(pasted_back_fill(line))
+    assert runs.dedup("b", "out", RUN_C) == 0
+    assert runs.delivered("out") == sorted(numbered_id(n) for n in range(10))
+
+
+def test_an_older_copy_named_another_way_is_found(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack 10A's 04: runs recorded `sqlite:P`; the copy put back, a run given `sqlite:///P` was not checked."""
+    database = batches / "manifest.db"
+    runs = Outputs(batches, f"sqlite:{database}")
+    assert runs.dedup("a", "out", RUN_A, "--create") == 0
+    put_back(database, batches / "copy")
+    assert runs.dedup("b", "out", RUN_B) == 0
+    put_back(batches / "copy", database)
+    assert runs.dedup("b", "out", RUN_C, uri=f"sqlite://{database}") == 1
+    stop_line(capsys, RUN_B, batches / "out")
+
+
+def test_an_older_copy_of_a_dynamodb_table_restored_under_another_name_is_found(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack 10A's 07: DynamoDB restores a backup into a new table; the check matched manifests by URI only."""
+    with dynamodb_on_loopback(Faults()) as endpoint:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        runs = Outputs(batches, "dynamodb://events-manifest")
+        assert runs.dedup("a", "out", RUN_A, "--create") == 0
+        client = boto3.client("dynamodb", endpoint_url=endpoint, region_name=os.environ.get("AWS_REGION", "eu-west-1"))
+        backup = client.scan(TableName="events-manifest", ConsistentRead=True)["Items"]
+        assert runs.dedup("b", "out", RUN_B) == 0
+        runs.dedup("a", "restored", RUN_A, "--create", uri="dynamodb://restored")  # a table like it
+        for item in client.scan(TableName="restored", ConsistentRead=True)["Items"]:
+            client.delete_item(TableName="restored", Key={k: item[k] for k in ("eventId", "fingerprint")})
+        for item in backup:
+            client.put_item(TableName="restored", Item=item)
+
+        assert runs.dedup("b", "out", RUN_C, uri="dynamodb://restored") == 1
+        stop_line(capsys, RUN_B, batches / "out")

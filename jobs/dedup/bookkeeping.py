@@ -1,0 +1,61 @@
+"""What a dedup run with a manifest keeps beside its pairs, in the order it keeps it: checked before it writes (no
+older copy of the manifest, no unfinished earlier run), its entry in the register of unfinished runs before its first
+manifest write (`jobs.manifest.unfinished`), what its summary records, and its completion once sealed
+(`jobs.dedup.stale`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobs.dedup.stale import ManifestUsed, record_completion, require_completions
+from jobs.manifest.base import Manifest, RegisteredRun
+from jobs.manifest.completions import CompletedRuns, completed_runs, manifest_place
+from jobs.manifest.unfinished import RunRegister, run_register
+from jobs.runtime.invocation import absolute_uri
+
+
+@dataclass
+class RunBook:
+    """The register and completion records of the run of run key `key` on one manifest."""
+
+    register: RunRegister
+    completions: CompletedRuns
+    used: ManifestUsed
+    key: str
+    attempt: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @classmethod
+    def of(cls, manifest: Manifest, key: str) -> RunBook:
+        completions = completed_runs(manifest)
+        used = ManifestUsed(absolute_uri(manifest.uri), manifest_place(manifest), completions.identity())
+        return cls(run_register(manifest), completions, used, key)
+
+    def check(self, output_path: str, etl_time: int, exists: Callable[[str], bool]) -> RegisteredRun | None:
+        """Stop unless the manifest holds every completion recorded for it and no other run is unfinished; the
+        entry of an earlier attempt of this run, if any.
+
+        Raises:
+            StaleManifestError: an older copy of the manifest (`jobs.dedup.stale`).
+            UnfinishedRunError: another run recorded events and has not completed.
+        """
+        # First: a copy taken while a run was writing holds that run's entry, which the second check would complete.
+        require_completions(self.completions, self.register, output_path, self.used, etl_time)
+        self.register.require_no_unfinished(self.key, self.used.uri, exists)
+        return self.register.entry(self.key)
+
+    def summary(self) -> dict[str, Any]:
+        """What the run's `summary.json` records of the manifest (after the run's writes)."""
+        generation = self.register.generation()
+        return {
+            **({"generation": generation} if generation is not None else {}),
+            "identity": self.used.identity,
+            "attempt": self.attempt,
+        }
+
+    def complete(self, output_path: str, run: RegisteredRun) -> None:
+        """After the run's `_SUCCESS`: its completion recorded, its register entry removed."""
+        record_completion(self.completions, output_path, self.used, run, self.attempt)
+        self.register.complete(run)

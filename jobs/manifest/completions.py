@@ -1,0 +1,206 @@
+"""Which runs completed with a manifest: the record an older copy of the manifest put back lacks.
+
+A dedup run with a manifest, once its run folder is sealed, records its completion in the manifest (its run key
+and the id of this attempt) and then names it in its output's `_LAST_COMPLETED.json` (`jobs.dedup.stale`). The
+next run of that output first looks that completion up: a manifest that lacks it, or holds an earlier attempt's, is
+an older copy (taken before that run completed: it lacks pairs of that run, or of runs between), whatever other
+outputs did with it since and whatever the ids' order. Runs are serialized by the manifest's writer lease, so a
+copy that holds the newest completion holds every earlier one.
+
+The manifest also has an identity, made by its first run, that copies keep: a DynamoDB table restored under another
+name, or a SQLite file named another way, is still found as that manifest.
+
+Where they live: SQLite, tables `winnow_completed` and `winnow_identity` in the same file; DynamoDB, items under the
+partition keys `winnow:completed` (the run key as sort key, with the run's `ttl`) and `winnow:identity` (no `ttl`);
+the lake, one JSON document per run in `PATH/_completed/`, and no identity (the lake is matched by its path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+import uuid
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+from jobs.contract import DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
+from jobs.fs import store
+from jobs.fs.paths import normalized
+from jobs.manifest.base import Manifest
+
+if TYPE_CHECKING:
+    from jobs.manifest.dynamodb_client import DynamoDbClient
+
+SQLITE_COMPLETED = "winnow_completed"
+SQLITE_IDENTITY = "winnow_identity"
+SQLITE_OUTPUTS = "winnow_outputs"
+DYNAMODB_COMPLETED_KEY = "winnow:completed"
+DYNAMODB_OUTPUTS_KEY = "winnow:outputs"
+DYNAMODB_IDENTITY_KEY = "winnow:identity"
+LAKE_COMPLETED = "_completed"
+LAKE_OUTPUTS = "_outputs"
+
+
+class CompletedRuns(ABC):
+    """The completion records and identity of one manifest (see the module docstring)."""
+
+    @abstractmethod
+    def record(self, key: str, attempt: str, ttl: int, output: str) -> None:
+        """Record that attempt `attempt` of the run of run key `key` completed (replacing an earlier attempt's), and
+        `output` (its dedup output root) among the outputs of the manifest."""
+
+    @abstractmethod
+    def outputs(self) -> list[str]:
+        """The dedup output roots whose runs completed with the manifest (each checked by every run)."""
+
+    @abstractmethod
+    def attempt(self, key: str) -> str | None:
+        """The attempt of run key `key` recorded as completed; None: none is."""
+
+    def identity(self) -> str | None:
+        """The manifest's identity, made on first use; None: this kind of manifest keeps none."""
+        return None
+
+
+class SqliteCompletedRuns(CompletedRuns):
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=120, isolation_level=None)
+        db.execute(
+            f"CREATE TABLE IF NOT EXISTS {SQLITE_COMPLETED} "
+            "(run_key TEXT PRIMARY KEY, attempt TEXT NOT NULL, ttl INTEGER NOT NULL)"
+        )
+        db.execute(f"CREATE TABLE IF NOT EXISTS {SQLITE_OUTPUTS} (output TEXT PRIMARY KEY)")
+        return db
+
+    def record(self, key: str, attempt: str, ttl: int, output: str) -> None:
+        with contextlib.closing(self._connect()) as db:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(f"INSERT OR REPLACE INTO {SQLITE_COMPLETED} VALUES (?, ?, ?)", (key, attempt, ttl))
+            db.execute(f"INSERT OR IGNORE INTO {SQLITE_OUTPUTS} VALUES (?)", (output,))
+            db.execute("COMMIT")
+
+    def outputs(self) -> list[str]:
+        with contextlib.closing(self._connect()) as db:
+            return [str(row[0]) for row in db.execute(f"SELECT output FROM {SQLITE_OUTPUTS} ORDER BY output")]
+
+    def attempt(self, key: str) -> str | None:
+        with contextlib.closing(self._connect()) as db:
+            row = db.execute(f"SELECT attempt FROM {SQLITE_COMPLETED} WHERE run_key = ?", (key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def identity(self) -> str:
+        with contextlib.closing(self._connect()) as db:
+            db.execute(
+                f"CREATE TABLE IF NOT EXISTS {SQLITE_IDENTITY} (id INTEGER PRIMARY KEY CHECK (id = 0), manifest TEXT NOT NULL)"
+            )
+            db.execute(f"INSERT OR IGNORE INTO {SQLITE_IDENTITY} VALUES (0, ?)", (uuid.uuid4().hex,))
+            return str(db.execute(f"SELECT manifest FROM {SQLITE_IDENTITY}").fetchone()[0])
+
+
+class DynamoDbCompletedRuns(CompletedRuns):
+    def __init__(self, client: DynamoDbClient) -> None:
+        self.call = client.call
+        self.table = client.table
+
+    @staticmethod
+    def _key(partition: str, sort: str) -> dict[str, Any]:
+        return {DYNAMODB_PARTITION_KEY: {"S": partition}, DYNAMODB_SORT_KEY: {"S": sort}}
+
+    def record(self, key: str, attempt: str, ttl: int, output: str) -> None:
+        item = {**self._key(DYNAMODB_COMPLETED_KEY, key), "attempt": {"S": attempt}, DYNAMODB_TTL: {"N": str(ttl)}}
+        self.call("put_item", None, TableName=self.table, Item=item)
+        self.call("put_item", None, TableName=self.table, Item=self._key(DYNAMODB_OUTPUTS_KEY, output))  # no ttl
+
+    def outputs(self) -> list[str]:
+        found: list[str] = []
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#id = :outputs",
+            "ExpressionAttributeNames": {"#id": DYNAMODB_PARTITION_KEY},
+            "ExpressionAttributeValues": {":outputs": {"S": DYNAMODB_OUTPUTS_KEY}},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self.call("query", None, **request)
+            found.extend(item[DYNAMODB_SORT_KEY]["S"] for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return sorted(found)
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def attempt(self, key: str) -> str | None:
+        found = self.call(
+            "get_item", None, TableName=self.table, Key=self._key(DYNAMODB_COMPLETED_KEY, key), ConsistentRead=True
+        ).get("Item")
+        return found["attempt"]["S"] if found else None
+
+    def identity(self) -> str:
+        key = self._key(DYNAMODB_IDENTITY_KEY, DYNAMODB_IDENTITY_KEY)
+        made = self.call(
+            "update_item", None, TableName=self.table, Key=key, UpdateExpression="SET manifest = if_not_exists(manifest, :new)",
+            ExpressionAttributeValues={":new": {"S": uuid.uuid4().hex}}, ReturnValues="ALL_NEW",
+        )  # fmt: skip
+        return str(made["Attributes"]["manifest"]["S"])
+
+
+class LakeCompletedRuns(CompletedRuns):
+    """`PATH/_completed/run=KEY.json`, written whole; `PATH/_outputs/SHA.json` names an output (SHA: of its root)."""
+
+    def __init__(self, root: str) -> None:
+        self.folder = f"{root.rstrip('/')}/{LAKE_COMPLETED}"
+        self.outputs_folder = f"{root.rstrip('/')}/{LAKE_OUTPUTS}"
+
+    def record(self, key: str, attempt: str, ttl: int, output: str) -> None:
+        document = {"attempt": attempt, "ttl": ttl}
+        store.write_bytes(f"{self.folder}/run={key}.json", (json.dumps(document) + "\n").encode())
+        name = hashlib.sha256(output.encode("utf-8")).hexdigest()[:16]
+        store.create_if_absent(f"{self.outputs_folder}/{name}.json", (json.dumps({"output": output}) + "\n").encode())
+
+    def outputs(self) -> list[str]:
+        found = []
+        for file in store.list_files(self.outputs_folder):
+            document = store.read_json(
+                file.path, "a cut or stray file: remove it (the next run of its output names it again)"
+            )
+            if isinstance(document, dict) and isinstance(document.get("output"), str):
+                found.append(document["output"])
+        return sorted(found)
+
+    def attempt(self, key: str) -> str | None:
+        path = f"{self.folder}/run={key}.json"
+        document = store.read_json(path, f"a cut record: remove {path} and follow the line the next run prints")
+        return str(document.get("attempt")) if isinstance(document, dict) else None
+
+
+def completed_runs(manifest: Manifest) -> CompletedRuns:
+    """The completion records of `manifest`."""
+    from jobs.manifest.dynamodb import DynamoDbManifest
+    from jobs.manifest.lake import LakeManifest
+    from jobs.manifest.sqlite import SqliteManifest
+
+    if isinstance(manifest, SqliteManifest):
+        return SqliteCompletedRuns(manifest.path)
+    if isinstance(manifest, LakeManifest):
+        return LakeCompletedRuns(manifest.root)
+    if isinstance(manifest, DynamoDbManifest):
+        return DynamoDbCompletedRuns(manifest.dynamodb_client())
+    raise TypeError(f"no completion records for {type(manifest).__name__}")
+
+
+def manifest_place(manifest: Manifest) -> str:
+    """Where `manifest` is, one way for each spelling of its URI (`sqlite:P` and `sqlite:///P`, relative paths)."""
+    from jobs.manifest.dynamodb import DynamoDbManifest
+    from jobs.manifest.lake import LakeManifest
+    from jobs.manifest.sqlite import SqliteManifest
+
+    if isinstance(manifest, SqliteManifest):
+        return f"sqlite:{normalized(manifest.path)}"
+    if isinstance(manifest, LakeManifest):
+        return f"lake:{normalized(manifest.root)}"
+    if isinstance(manifest, DynamoDbManifest):
+        return f"dynamodb:{manifest.table}"
+    return manifest.uri
