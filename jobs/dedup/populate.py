@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import __version__
@@ -32,11 +32,11 @@ from jobs.dedup.stale import ManifestUsed, highest_recorded_generation, record_b
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.fs import store
-from jobs.fs.input import Input, count_lines, open_input, read_whole, require_input
-from jobs.fs.paths import absolute
+from jobs.fs.input import count_lines, open_input, read_whole, require_input, text_lines
+from jobs.fs.paths import absolute, qualified
 from jobs.fs.runs import RUN_ID_PATTERN, run_timestamp
 from jobs.manifest import Manifest, ManifestRun
-from jobs.manifest.base import SEEN_EARLIER
+from jobs.manifest.base import SEEN_EARLIER, ManifestStats, back_filled_key, run_key
 from jobs.manifest.completions import completed_runs, manifest_place
 from jobs.manifest.unfinished import run_register
 from jobs.manifest.writer_lease import writer_lease
@@ -69,14 +69,15 @@ def run(
     create_manifest: bool = False,
     input_format: str = "enriched",
 ) -> dict[str, Any]:
-    """Record every distinct (event_id, fingerprint) of the input in the manifest, as run `run_id`.
+    """Record every distinct (event_id, fingerprint) of the input in the manifest: a completed dedup run folder's
+    `good/` as that run, every other file as run `run_id` (`back_filled_runs`).
 
-    Idempotent: rerunning with the same run id records the same pairs again (they pass as this run's own);
-    pairs an earlier run recorded are left as they are and counted as already present. With `input_format`
+    Idempotent: rerunning with the same run id records the same pairs again (they pass as this back-fill's own);
+    pairs a run recorded are left as they are and counted as already present. With `input_format`
     "dynamodb-export", the input is a DynamoDB manifest table's export, loaded into an empty lake manifest.
     """
     started_at, started = datetime.now(UTC), time.monotonic()
-    run_time = run_timestamp(run_id)
+    run_timestamp(run_id)  # a malformed run id stops the back-fill before anything is read
     require_manifest_uri(config)
     input_path = absolute(input_path)
     require_input(spark, input_path)
@@ -91,14 +92,9 @@ def run(
     with writer_lease(spark, manifest, "populate-manifest", run_id):
         progress(f"reading every input file under {input_path} once")
         source, _ = read_whole(spark, open_input(spark, input_path, listing), config.input.skip_unreadable, count_lines)
-        summary = _populate(
-            spark,
-            config,
-            source,
-            manifest,
-            ManifestRun.of(run_id, run_time, config.manifest.ttl_days, "populate-manifest"),
-            progress,
-        )
+        readable = set(source.files)
+        files = [file.path for file in listing.files if qualified(file.path) in readable]
+        summary = _populate_runs(spark, config, manifest, back_filled_runs(input_path, files, run_id, config), progress)
         if pacing is not None:
             summary["manifest"]["pacing"] = pacing
         if input_format == "enriched":  # what the back-filled runs recorded of the manifest (`jobs.dedup.stale`)
@@ -209,16 +205,51 @@ def _unsealed_run_folders(input_path: str) -> dict[str, bool]:
     return unsealed
 
 
+def back_filled_runs(
+    input_path: str, files: list[str], run_id: str, config: JobConfig
+) -> list[tuple[ManifestRun, list[str]]]:
+    """The runs a back-fill records as, each with its files: a completed run folder's `good/` as that run (its
+    time, `back_filled_key` of its run key), so a redo of any run finds its own pairs its own, and every other
+    run's a delivery earlier or later than it, as they first were; every other file as run `run_id`, under the
+    back-filled key of the input root (a rerun of the same back-fill finds them its own). Never keyless: a dedup
+    run would take such entries over as its own and deliver their events again."""
+    by_folder: dict[str, list[str]] = {}
+    for path in files:
+        output = DEDUP_RUN_OUTPUT.match(path)
+        by_folder.setdefault(output["run"] if output else "", []).append(path)
+    ttl_days = config.manifest.ttl_days
+    runs = []
+    for folder, paths in sorted(by_folder.items()):
+        folder_id = folder.rsplit("/run=", 1)[1] if folder else run_id
+        key = run_key(folder or input_path, folder_id)
+        run = ManifestRun.of(folder_id, run_timestamp(folder_id), ttl_days, "populate-manifest", back_filled_key(key))
+        runs.append((run, paths))
+    return runs
+
+
+def _populate_runs(
+    spark: SparkSession, config: JobConfig, manifest: Manifest, runs: list[tuple[ManifestRun, list[str]]],
+    progress: Progress,
+) -> dict[str, Any]:  # fmt: skip
+    """`_populate` for each run's files: the manifest and counts parts of the summary, summed."""
+    stats, counts = ManifestStats(), Counter[str]()
+    for run, paths in runs:
+        part = _populate(spark, config, text_lines(spark, paths), manifest, run, progress)
+        stats = stats.add(part["stats"])
+        counts.update(part["counts"])
+    keys = ("input", "bad", "events", "pairs_recorded", "pairs_already_present")
+    return {"manifest": {"uri": manifest.uri, **asdict(stats)}, "counts": {key: counts[key] for key in keys}}
+
+
 def _populate(
-    spark: SparkSession, config: JobConfig, source: Input, manifest: Manifest, run: ManifestRun, progress: Progress
+    spark: SparkSession, config: JobConfig, lines: DataFrame, manifest: Manifest, run: ManifestRun, progress: Progress
 ) -> dict[str, Any]:
-    """Check-and-set every distinct valid pair: the manifest and counts parts of the summary."""
-    input_path = source.path
-    parsed = parse_events(source.lines(spark), config.dedup.fingerprint_fields).persist(StorageLevel.MEMORY_AND_DISK)
+    """Check-and-set every distinct valid pair of `lines` as `run`: its manifest figures and counts."""
+    parsed = parse_events(lines, config.dedup.fingerprint_fields).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        progress(f"reading {input_path}")
+        progress(f"reading the files recorded as run {run.run_id}")
         valid = parsed.where(F.size("errors") == 0)
-        lines = parsed.count()
+        read = parsed.count()
         events = valid.count()
         progress(f"recording in {manifest.uri}")
         distinct_pairs = valid.select("event_key", "fingerprint").distinct()
@@ -232,10 +263,10 @@ def _populate(
     finally:
         parsed.unpersist()
     return {
-        "manifest": {"uri": manifest.uri, **asdict(check.stats())},
+        "stats": check.stats(),
         "counts": {
-            "input": lines,
-            "bad": lines - events,
+            "input": read,
+            "bad": read - events,
             "events": events,
             "pairs_recorded": pairs - present,
             "pairs_already_present": present,

@@ -172,7 +172,7 @@ def newest_completed_run_id(output_root: str) -> str | None:
 
 
 def _older_copy(manifest_uri: str, output: str, path: str, run_id: str, found: str | None) -> str:
-    back_fill = (  # at the newest run's time: the pairs then count as earlier for every run after it
+    back_fill = (  # each run folder at its own run's time; the run id: for files outside run folders
         f"{local_prog()} populate-manifest --input {shlex.quote(output)} --manifest {shlex.quote(manifest_uri)} "
         f"--run-id {newest_completed_run_id(output) or run_id}"
     )

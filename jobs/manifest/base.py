@@ -4,14 +4,16 @@ The manifest remembers every (event_id, fingerprint) a run has delivered, with t
 that delivered it (`etl_time`, epoch seconds of the run id) and an expiry (`ttl` = etl_time + ttl_days *
 86400). "Earlier means earlier": a run's decisions depend on runs with a smaller etl_time, and never change what
 a later run delivered. A put by run R succeeds when the pair is new, was written by R itself (a rerun passes its
-own earlier writes) or by a later run without a run key (populate-manifest's; the item then takes R's time), or
+own earlier writes) or by a later run without a run key (an older populate-manifest's; the item then takes R's time), or
 has expired (ttl <= R's time); it fails when an earlier run delivered the pair and it has not expired: a
 cross-batch natural duplicate. A pair a later run with a run key delivered (`later_runs_entry`: a late batch,
 another pipeline's run with a later id; it completed before R started, or the register would have stopped R) is
 a copy too, and stays that run's: taking it over would deliver it twice, and R's abandon or shrunk redo would
 then remove that run's entry. The synthetic look-up returns fingerprints of earlier runs, and of later ones: an id
-a later run delivered is recorded by none of R's fingerprints. So redoing any run, in any order, gives the same
-decisions. Limit: one item per pair, so once an expired pair is delivered again (more than ttl_days later),
+a later run delivered is recorded by none of R's fingerprints. populate-manifest records a completed run folder's
+`good/` at that run's time under `back_filled_key` of its run key (other files at its --run-id's time, under the
+key of the input root): a later run's delivery to earlier runs, an earlier one to later runs, and the run's own to
+a redo of that run only. So redoing any run, in any order, gives the same decisions. Limit: one item per pair, so once an expired pair is delivered again (more than ttl_days later),
 redoing a run from before that is not guaranteed to give its first output.
 """
 
@@ -162,8 +164,9 @@ class ManifestRun:
 
     `run_key` (`run_key()`) is stored with each entry the run records and decides which entries are the run's own:
     an entry of the same `etl_time` with another run key was delivered by another run (another pipeline's run of
-    the same second); an entry without one (written before run keys, by populate-manifest or Snowplow's tooling)
-    is the run's own, as before. "" (populate-manifest): the run records no key. `replaces`: an earlier attempt of
+    the same second); an entry without one (written before run keys, by an older populate-manifest or Snowplow's
+    tooling) is the run's own, as before; one populate-manifest back-filled from the run's own folder
+    (`back_filled_key`) is too. `replaces`: an earlier attempt of
     this run key may have recorded pairs; those its batch no longer has are removed before it completes.
     `register_entry`: the run's entry in the register of unfinished runs, which the lake keeps in the run's commit
     too.
@@ -189,10 +192,28 @@ class ManifestRun:
         )  # fmt: skip
 
 
+BACK_FILLED = "~populate-manifest"
+"""Ends the run key of entries `populate-manifest` recorded (`back_filled_key`)."""
+
+
+def back_filled_key(key: str) -> str:
+    """The run key of the entries populate-manifest records for the run of `key` (a completed run folder's `good/`,
+    at that run's time; or, for other files, the key of the input root and its --run-id). Never a dedup run's key,
+    so no dedup run takes them over as its own keyless ones: to every run they are another run's delivery, except
+    to a redo of the run whose `good/` they came from (`same_run`), whose own they are."""
+    return f"{key}{BACK_FILLED}"
+
+
+def same_run(entry_key: str, key: str) -> bool:
+    """Whether an entry under `entry_key` is the run of `key`'s own: recorded by it, or back-filled from its run
+    folder's `good/`. Not the other way round: a back-fill finds a run's own entries as already present."""
+    return entry_key in (key, back_filled_key(key))
+
+
 def others_entry(entry_time: int, entry_key: str | None, etl_time: int, key: str) -> bool:
     """True when an entry written at `entry_time` by run key `entry_key` (None: none recorded) was delivered by a
     run other than the one of `etl_time` and `key`, at the same second: a duplicate for it, not its own."""
-    return entry_time == etl_time and bool(entry_key) and bool(key) and entry_key != key
+    return entry_time == etl_time and bool(entry_key) and bool(key) and not same_run(entry_key or "", key)
 
 
 def later_only(earlier: set[str], own: bool, later: set[str]) -> set[str]:
@@ -205,8 +226,8 @@ def later_only(earlier: set[str], own: bool, later: set[str]) -> set[str]:
 def later_runs_entry(entry_time: int, entry_key: str | None, etl_time: int, key: str) -> bool:
     """True when an entry written at `entry_time` by run key `entry_key` was delivered by a later run with a run key
     (every other run had completed when this one started: the register sees to it), for a run with a run key.
-    Entries without one (populate-manifest's, those from before run keys) are taken over as before."""
-    return entry_time > etl_time and bool(entry_key) and bool(key) and entry_key != key
+    Entries without one (an older populate-manifest's, those from before run keys) are taken over as before."""
+    return entry_time > etl_time and bool(entry_key) and bool(key) and not same_run(entry_key or "", key)
 
 
 class ManifestClient(ABC):

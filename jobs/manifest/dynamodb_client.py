@@ -36,6 +36,7 @@ from jobs.manifest.base import (
     IdResult,
     ManifestClient,
     ManifestError,
+    back_filled_key,
     later_only,
     later_runs_entry,
     others_entry,
@@ -49,12 +50,12 @@ ID, FINGERPRINT, ETL_TIME, TTL = DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNA
 RUN_KEY = "runKey"
 PUT_CONDITION = (
     f"attribute_not_exists({ID}) OR #ttl <= :etl OR "
-    f"({ETL_TIME} >= :etl AND (attribute_not_exists({RUN_KEY}) OR {RUN_KEY} = :key))"
+    f"({ETL_TIME} >= :etl AND (attribute_not_exists({RUN_KEY}) OR {RUN_KEY} IN (:key, :back_filled)))"
 )
-"""A run with a run key: an item of its second or later passes only when it is its own or has no key (see
-base.others_entry and base.later_runs_entry)."""
+"""A run with a run key: an item of its second or later passes only when it is its own (base.same_run: also one
+populate-manifest back-filled from its run folder) or has no key (see base.others_entry and base.later_runs_entry)."""
 PUT_CONDITION_WITHOUT_KEY = f"attribute_not_exists({ID}) OR {ETL_TIME} >= :etl OR #ttl <= :etl"
-"""A run without one (populate-manifest): every item of its second is its own, as before run keys."""
+"""A run without one (an older populate-manifest): every item of its second is its own, as before run keys."""
 OWN_ITEMS = f"{RUN_KEY} = :key OR (attribute_not_exists({RUN_KEY}) AND {ETL_TIME} = :etl)"
 THROTTLING_CODES = {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
 # DynamoDB's transient server errors, to be retried (AWS: "Error handling with DynamoDB"); a 500 or 503 counts
@@ -205,6 +206,7 @@ class DynamoDbClient(ManifestClient):
         values = {":etl": {"N": str(etl_time)}}
         if run_key:
             item[RUN_KEY] = values[":key"] = {"S": run_key}
+            values[":back_filled"] = {"S": back_filled_key(run_key)}
         try:
             response = self.call(
                 "put_item",

@@ -65,6 +65,7 @@ from jobs.manifest.base import (
     ManifestRun,
     ManifestStats,
     RegisteredRun,
+    back_filled_key,
 )  # fmt: skip
 from jobs.manifest.lake_commits import LakeLocation
 from jobs.manifest.lake_filter import (
@@ -414,7 +415,16 @@ class LakeManifest(LakeLocation, Manifest):
         """The entries of `run`'s second in the segments holding its entries that `pairs` lack (in a merged segment,
         another pipeline's run of the same second counts too: a redo is then refused rather than guessed)."""
         state = self.state()
-        names = sorted({e.segment for e in state.runs.values() if e.owned_by(run.etl_time, run.run_key)})
+        # What a back-fill recorded from the run's folder (its `good/`, re-identified events included) is not what
+        # the run recorded from its input: none of it counts as lacking.
+        back_filled = back_filled_key(run.run_key)
+        names = sorted(
+            {
+                e.segment
+                for e in state.runs.values()
+                if e.owned_by(run.etl_time, run.run_key) and e.run_key != back_filled
+            }
+        )
         paths: list[str] = []
         for name in names:
             segment = state.segments.get(name)

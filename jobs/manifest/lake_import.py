@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
@@ -19,6 +19,7 @@ from jobs.manifest.unfinished import DYNAMODB_RUNS_KEY
 from jobs.manifest.writer_lease import LEASE_KEY
 
 LEASE_ID = LEASE_KEY[DYNAMODB_PARTITION_KEY]["S"]
+WHOLE_SECONDS = r"^[0-9]{1,18}$"
 
 
 class ExportInFlightError(ManifestError):
@@ -29,10 +30,11 @@ def import_dynamodb_export(manifest: LakeManifest, spark: SparkSession, export: 
     """Load a DynamoDB manifest table's export to S3 (DynamoDB JSON, from `aws dynamodb
     export-table-to-point-in-time`: its `data/` folder of `.json.gz` files) into this empty lake manifest, as
     one segment; each item keeps its `etlTime` and `ttl`. The counts: items read, entries written, items
-    skipped (no UUID event id, or no fingerprint/etlTime/ttl).
+    skipped (no UUID event id: the register's own items, its generation).
 
     Raises:
         ManifestError: the lake manifest already holds entries (import first, then run).
+        DamagedFileError: a line is no whole JSON item, or an item no whole entry (`_require_whole_entries`).
         ExportInFlightError: the export holds a register entry (a run that recorded events and has not completed) or
             the writer lease (a run was writing when it was exported): nothing is written.
     """
@@ -53,6 +55,7 @@ def import_dynamodb_export(manifest: LakeManifest, spark: SparkSession, export: 
     try:
         _require_whole_lines(items, export)
         _require_nothing_in_flight(items, export)
+        _require_whole_entries(items, export)
         return _load(manifest, items, state, run_id)
     finally:
         items.unpersist()
@@ -64,7 +67,7 @@ def _load(manifest: LakeManifest, items: DataFrame, state: State, run_id: str) -
     fingerprint = F.col(f"Item.{DYNAMODB_SORT_KEY}.S")
     etl_time = F.col(f"Item.{DYNAMODB_ETL_TIME}.N").cast("long")
     ttl = F.col(f"Item.{DYNAMODB_TTL}.N").cast("long")
-    usable = event_key.rlike(UUID_PATTERN) & fingerprint.isNotNull() & etl_time.isNotNull() & ttl.isNotNull()
+    usable = F.coalesce(_whole_entry(event_key), F.lit(False))  # an event's item not whole stopped the load
     high, low = id_halves(event_key)
     # Read once (an export can be large): every item, with the entry it makes if it is usable.
     converted = items.select(
@@ -102,6 +105,37 @@ def _require_whole_lines(items: DataFrame, export: str) -> None:
             f"{first[0]['_corrupt_record'][:80]!r}; nothing was loaded. Export the table again (or restore the file), "
             "then run again"
         )
+
+
+def _require_whole_entries(items: DataFrame, export: str) -> None:
+    """Refuse an export with an event's item (a UUID `eventId`) that is whole JSON but no whole entry (edited or
+    damaged: no etlTime, a wrong type): its pair would silently leave the moved manifest, and its event be delivered
+    again. Items without a UUID event id (the register's own, its generation) are not events': skipped as before.
+
+    Raises:
+        DamagedFileError: named with the file and the item; nothing is loaded.
+    """
+    event_key = F.lower(F.col(f"Item.{DYNAMODB_PARTITION_KEY}.S"))
+    damaged = items.where(event_key.rlike(UUID_PATTERN) & ~F.coalesce(_whole_entry(event_key), F.lit(False)))
+    first = damaged.select(F.col("_file").alias("file"), F.to_json("Item").alias("item")).limit(1).collect()
+    if first:
+        count = damaged.count()
+        raise DamagedFileError(
+            f"--input {export}: {count} event item(s) of the export are no whole manifest entry (a "
+            f"{DYNAMODB_SORT_KEY} S, and {DYNAMODB_ETL_TIME} and {DYNAMODB_TTL} N in whole seconds), the first in "
+            f"{first[0]['file']}, the line holding {first[0]['item'][:160]!r}: its event would be delivered again; "
+            "nothing was loaded. Export the table again (or restore the file), then run again"
+        )
+
+
+def _whole_entry(event_key: Column) -> Column:
+    """An event's entry as the table holds it; numbers of at most 18 digits (a 64-bit cast never overflows)."""
+    return (
+        event_key.rlike(UUID_PATTERN)
+        & F.col(f"Item.{DYNAMODB_SORT_KEY}.S").isNotNull()
+        & F.col(f"Item.{DYNAMODB_ETL_TIME}.N").rlike(WHOLE_SECONDS)
+        & F.col(f"Item.{DYNAMODB_TTL}.N").rlike(WHOLE_SECONDS)
+    )
 
 
 def _require_nothing_in_flight(items: DataFrame, export: str) -> None:

@@ -218,8 +218,17 @@ def _known_failure(err: BaseException, args: argparse.Namespace, config: JobConf
     from jobs.runtime.failures import RERUN, TABLE_RERUN, explain
 
     output = getattr(args, "output", None)
-    rerun = TABLE_RERUN if args.job == "table" else RERUN
+    rerun = {"table": TABLE_RERUN, "populate-manifest": back_fill_way_out(args)}.get(args.job, RERUN)
     return explain(err, output, config.manifest.uri, config.spark.conf.get("spark.local.dir"), rerun)
+
+
+def back_fill_way_out(args: argparse.Namespace) -> str:
+    """`failures.back_fill_again` with populate-manifest as it was given, its run id set; `--create` is kept (the
+    failure may have come before the manifest was made, and it leaves an existing one as it is)."""
+    from jobs.runtime.failures import back_fill_again
+
+    command = args.invocation.again(args.run_id) + (" --create" if getattr(args, "create", False) else "")
+    return back_fill_again(command)
 
 
 RECORD_JOBS_LIMIT_DIVISOR = 32
@@ -291,14 +300,18 @@ def run_spark_job(
         except WinnowError:
             raise
         except Exception as err:  # a failed Spark job: one clear line (main prints it), the detail with --debug
+            known = _known_failure(err, args, config)  # names its way out
             cause = (
                 worker_error(err)
                 or out_of_memory(err, config.spark.conf)
-                or _known_failure(err, args, config)
+                or known
                 or f"{type(err).__name__}: {first_line(err)}"
             )
             if args.job == "table":  # no run id, no _SUCCESS: a change is committed whole or not at all
                 raise JobFailedError(f"table {args.operation} failed, nothing committed: {cause}") from err
+            if args.job == "populate-manifest":  # no run folder: what it recorded stays, and passes as its own
+                way_out = "" if cause == known else f". Fix that, {back_fill_way_out(args)}"
+                raise JobFailedError(f"populate-manifest run {run_id} failed: {cause}{way_out}") from err
             job_run = "run" if args.job == "run" else f"{args.job} run"  # not "run run ID"
             raise JobFailedError(f"{job_run} {run_id} failed, no _SUCCESS written: {cause}") from err
     print(render(summary))

@@ -38,6 +38,15 @@ RERUN = "then rerun with the same run id (the failed attempt has no _SUCCESS; th
 TABLE_RERUN = "then run the same command again (a table change that fails commits nothing)"
 
 
+def back_fill_again(command: str) -> str:
+    """The way out of a failed populate-manifest: it writes no run folder, and what it recorded stays in the
+    manifest, under its own run key, so the same command records the rest (what it recorded passes as its own)."""
+    return (
+        f"then run the same back-fill again: {command} (it writes no run folder and no _SUCCESS; the pairs it "
+        "recorded before it stopped stay in the manifest and pass as its own, the rest is recorded then)"
+    )
+
+
 def explain(
     err: BaseException,
     output: str | None = None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -352,3 +353,38 @@ def test_a_commit_on_top_of_another_writers_is_refused(tmp_path: Path) -> None:
     )
     assert list(manifest.state().segments) == ["theirs"]
     assert (tmp_path / "segments" / "segment=theirs").is_dir()
+
+
+@pytest.mark.parametrize(
+    "etl_time", [None, {"S": "1795000000"}, {"N": "1795000000.5"}, {"N": "soon"}], ids=["none", "S", "fraction", "text"]
+)
+def test_a_dynamodb_export_with_an_event_item_that_is_no_whole_entry_is_not_moved(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str], etl_time: dict[str, str] | None
+) -> None:
+    """An event's item that is whole JSON but lacks its etlTime (or holds one of another type): 2b93506 skipped it,
+    exit 0, "items skipped 1", and its event would be delivered again. The register's generation item (no UUID
+    event id) is skipped as before."""
+    data = tmp_path / "data"
+    data.mkdir()
+    etl, ttl = str(epoch(RUN_1)), str(epoch(RUN_1) + 180 * 86_400)
+    pair = {"eventId": {"S": IDS["A"]}, "fingerprint": {"S": "a1"}, "etlTime": {"N": etl}, "ttl": {"N": ttl}}
+    fields = {"eventId": {"S": IDS["B"]}, "fingerprint": {"S": "b1"}, "etlTime": etl_time, "ttl": {"N": ttl}}
+    damaged = {name: value for name, value in fields.items() if value is not None}
+    read = {**damaged, "etlTime": {}} if etl_time and "N" not in etl_time else damaged  # the schema reads N only
+    generation = {"eventId": {"S": "winnow:generation"}, "fingerprint": {"S": "generation"}, "generation": {"N": "3"}}
+    (data / "part-1.json").write_text(export_line(pair) + export_line(generation) + export_line(damaged))
+    root = tmp_path / "manifest"
+    argv = ["populate-manifest", "--input", str(data), "--input-format", "dynamodb-export",
+            "--manifest", f"lake:{root}", "--create", "--run-id", RUN_2, "--config", config(tmp_path)]  # fmt: skip
+    assert main(argv) == 1
+    shown = json.dumps(read, separators=(",", ":"))  # Spark's to_json: the fields it read, in its schema's order
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --input {data}: 1 event item(s) of the export are no whole manifest entry (a fingerprint S, and "
+        f"etlTime and ttl N in whole seconds), the first in file://{data}/part-1.json, the line holding "
+        f"{shown!r}: its event would be delivered again; nothing was loaded. Export the table again (or restore the "
+        "file), then run again"
+    )
+    assert not (root / "_commits").exists()
+    (data / "part-1.json").write_text(export_line(pair) + export_line(generation))
+    assert main(argv) == 0  # the export taken again: the generation item skipped, as before
+    assert re.search(r"items skipped +1\n", capsys.readouterr().out)
