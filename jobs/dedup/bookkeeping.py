@@ -1,18 +1,19 @@
 """What a dedup run with a manifest keeps beside its pairs, in the order it keeps it: checked before it writes (no
 older copy of the manifest, no unfinished earlier run), its entry in the register of unfinished runs before its first
-manifest write (`jobs.manifest.unfinished`), what its summary records, and its completion once sealed
+manifest write (`jobs.manifest.unfinished`) and its output's marker of it (`jobs.manifest.registration`), what its summary records, and its completion once sealed
 (`jobs.dedup.stale`)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from jobs.dedup.stale import ManifestUsed, record_completion, require_completions
 from jobs.manifest.base import Manifest, RegisteredRun
 from jobs.manifest.completions import CompletedRuns, completed_runs, manifest_place
+from jobs.manifest.registration import remove_marker, require_registered, write_marker
 from jobs.manifest.unfinished import RunRegister, run_register
 from jobs.runtime.invocation import absolute_uri
 
@@ -33,6 +34,10 @@ class RunBook:
         used = ManifestUsed(absolute_uri(manifest.uri), manifest_place(manifest), completions.identity())
         return cls(run_register(manifest), completions, used, key)
 
+    @property
+    def run_id(self) -> str:
+        return self.key.split("~", 1)[0]
+
     def check(self, output_path: str, etl_time: int, exists: Callable[[str], bool]) -> RegisteredRun | None:
         """Stop unless the manifest holds every completion recorded for it and no other run is unfinished; the
         entry of an earlier attempt of this run, if any.
@@ -43,8 +48,13 @@ class RunBook:
         """
         # First: a copy taken while a run was writing holds that run's entry, which the second check would complete.
         require_completions(self.completions, self.register, output_path, self.used, etl_time)
+        require_registered(self.register, output_path, self.used.names, self.run_id, self.used.uri)
         self.register.require_no_unfinished(self.key, self.used.uri, exists)
         return self.register.entry(self.key)
+
+    def mark(self, output_path: str, run: RegisteredRun) -> None:
+        """Before the run clears its folder or writes to the manifest: the output's own record of it."""
+        write_marker(output_path, run, asdict(self.used))
 
     def summary(self) -> dict[str, Any]:
         """What the run's `summary.json` records of the manifest (after the run's writes)."""
@@ -56,6 +66,7 @@ class RunBook:
         }
 
     def complete(self, output_path: str, run: RegisteredRun) -> None:
-        """After the run's `_SUCCESS`: its completion recorded, its register entry removed."""
+        """After the run's `_SUCCESS`: its completion recorded, its register entry and marker removed."""
         record_completion(self.completions, output_path, self.used, run, self.attempt)
         self.register.complete(run)
+        remove_marker(output_path, run.run_id)

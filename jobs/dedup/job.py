@@ -177,6 +177,8 @@ def run(
                 + (f"; {plan.backlog_files:,} newer file(s) left for later runs" if plan.backlog_files else "")
             )
         with folder.writing():
+            if book is not None:
+                book.mark(output_path, registered)
             summary = _run_in_folder(spark, config, input_path, folder, run_time, manifest, plan, progress,
                                      register_run, manifest_run, completed)  # fmt: skip
             if summary["manifest"] is not None and pacing is not None:

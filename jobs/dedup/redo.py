@@ -12,6 +12,7 @@ from jobs.contract import SUCCESS_MARKER
 from jobs.errors import InvalidArgumentError
 from jobs.fs.run_folder import RunFolder
 from jobs.manifest import Manifest, ManifestRun
+from jobs.manifest.registration import read_marker
 from jobs.runtime.invocation import absolute_uri
 
 
@@ -24,6 +25,9 @@ def refuse_another_manifest(folder: RunFolder, given: str | None) -> bool:
         InvalidArgumentError: the run completed with another manifest, or with none (nothing was written).
     """
     completed = folder.completed_summary()
+    marker = read_marker(folder.path.rstrip("/").rsplit("/", 1)[0], folder.run_id) if completed is None else None
+    if completed is None and marker is not None and marker.get("completed_before"):  # its `_COMPLETED_BEFORE` lost
+        completed = {"manifest": marker["manifest"]}
     if completed is None:
         return False
     recorded = completed.get("manifest", {}).get("uri") if isinstance(completed.get("manifest"), dict) else None

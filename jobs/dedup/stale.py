@@ -79,17 +79,10 @@ def require_not_older(register: RunRegister, output_root: str, manifest_uri: str
     if recorded is None or current is None or current >= recorded[1]:
         return
     path, generation = recorded
-    newest = RUN_FOLDER.fullmatch(path.rstrip("/").rsplit("/", 2)[-2])
-    run_id = newest.group(1) if newest else ""
-    back_fill = (  # at the newest run's time: the pairs then count as earlier for every run after it
-        f"{local_prog()} populate-manifest --input {shlex.quote(output_root)} --manifest {shlex.quote(manifest_uri)} "
-        f"--run-id {run_id}"
-    )
     raise StaleManifestError(
         f"manifest {manifest_uri} is an older copy: {path} records it at generation {generation} (each run adds to "
-        f"it), and it is at {current}, so the events of the runs completed after the copy was taken would be delivered again; "
-        f"nothing was written. Put the newest copy back, or back-fill the completed runs into it ({back_fill}, "
-        "and the same for every other output that uses it), then run again"
+        f"it), and it is at {current}, so the events of the runs completed after the copy was taken would be "
+        f"delivered again; nothing was written. {_ways_on(output_root, manifest_uri)}"
     )
 
 
@@ -172,16 +165,22 @@ def newest_completed_run_id(output_root: str) -> str | None:
 
 
 def _older_copy(manifest_uri: str, output: str, path: str, run_id: str, found: str | None) -> str:
-    back_fill = (  # each run folder at its own run's time; the run id: for files outside run folders
-        f"{local_prog()} populate-manifest --input {shlex.quote(output)} --manifest {shlex.quote(manifest_uri)} "
-        f"--run-id {newest_completed_run_id(output) or run_id}"
-    )
     holds = "holds an earlier attempt of it" if found is not None else "lacks it"
     return (
         f"manifest {manifest_uri} is an older copy: run {run_id} of {output} completed with it ({path}), and it "
         f"{holds}, so the events of the runs completed after the copy was taken would be delivered again; nothing "
-        f"was written. Put the newest copy back, or back-fill the completed runs into it ({back_fill}, and the same "
-        "for every other output that uses it), then run again"
+        f"was written. {_ways_on(output, manifest_uri)}"
+    )
+
+
+def _ways_on(output: str, manifest_uri: str) -> str:
+    back_fill = (  # each run folder at its own run's time; the run id: for files outside run folders
+        f"{local_prog()} populate-manifest --input {shlex.quote(output)} --manifest {shlex.quote(manifest_uri)} "
+        f"--run-id {newest_completed_run_id(output)}"
+    )
+    return (
+        f"Put the newest copy back, or back-fill the completed runs into it ({back_fill}, and the same for every "
+        "other output that uses it), then run again"
     )
 
 

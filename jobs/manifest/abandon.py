@@ -20,6 +20,7 @@ from jobs.fs.paths import absolute
 from jobs.fs.runs import run_folder, run_timestamp
 from jobs.manifest.base import Manifest, ManifestRun, RegisteredRun, run_key
 from jobs.manifest.lake import LakeManifest
+from jobs.manifest.registration import remove_marker
 from jobs.manifest.requests import RequestManifest
 from jobs.manifest.unfinished import run_register
 from jobs.manifest.writer_lease import writer_lease
@@ -55,6 +56,7 @@ def abandon(spark: SparkSession, manifest: Manifest, output: str, run_id: str, p
         else:
             raise TypeError(f"no abandon for {type(manifest).__name__}")
         register.complete(entry)
+        remove_marker(absolute(output), run_id)  # the output's record of the run (`jobs.manifest.registration`)
     return {
         "job": "manifest abandon", "run_id": run_id, "folder": folder, "manifest": manifest.uri,
         "removed": removed, "register_entry": True,

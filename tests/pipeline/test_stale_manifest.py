@@ -124,12 +124,16 @@ class Outputs:
         return completed_ids(folders, "good")
 
 
+def three_batches(base: Path) -> Path:
+    """Batches a (events 0-4), b (5-9), c (10-14) under `base`."""
+    for name, first in (("a", 0), ("b", 5), ("c", 10)):
+        write(base / name / f"{name}.tsv", events(range(first, first + 5)))
+    return base
+
+
 @pytest.fixture
 def batches(tmp_path: Path) -> Path:
-    """Batches a (events 0-4), b (5-9), c (10-14) under `tmp_path`."""
-    for name, first in (("a", 0), ("b", 5), ("c", 10)):
-        write(tmp_path / name / f"{name}.tsv", events(range(first, first + 5)))
-    return tmp_path
+    return three_batches(tmp_path)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "lake"])
@@ -242,3 +246,21 @@ def test_an_older_copy_of_a_dynamodb_table_restored_under_another_name_is_found(
 
         assert runs.dedup("b", "out", RUN_C, uri="dynamodb://restored") == 1
         stop_line(capsys, RUN_B, batches / "out")
+
+
+def test_an_output_from_before_completion_records_is_checked_by_its_count(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Runs completed before `_LAST_COMPLETED.json` was kept (here: removed) recorded the manifest's count only."""
+    database = batches / "manifest"
+    runs = Outputs(batches, f"sqlite:{database}")
+    assert runs.dedup("a", "out", RUN_A, "--create") == 0
+    put_back(database, batches / "copy")
+    assert runs.dedup("b", "out", RUN_B) == 0
+    (batches / "out" / "_LAST_COMPLETED.json").unlink()
+    put_back(batches / "copy", database)
+    assert runs.dedup("b", "out", RUN_C) == 1
+    summary = batches / "out" / f"run={RUN_B}" / "summary.json"
+    assert f"is an older copy: {summary} records it at generation 2 (each run adds to it), and it is at 1" in (
+        error_line(capsys)
+    )

@@ -1,0 +1,86 @@
+"""The output's own record of its runs that write to a manifest (`jobs.manifest.registration`): a run whose entry in
+the manifest's register was lost is still found, and a completed run's redo is still held to its manifest."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.fs.run_folder import RunFolder
+from jobs.runtime.cli import main
+from tests.pipeline.helpers import error_line, numbered_id
+from tests.pipeline.test_stale_manifest import RUN_A, RUN_B, RUN_C, Outputs, three_batches
+
+
+@pytest.fixture
+def batches(tmp_path: Path) -> Path:
+    return three_batches(tmp_path)
+
+
+def killed_after_clearing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next run stops right after clearing its folder, as a kill there would stop it."""
+    clear = RunFolder.clear
+
+    def clear_and_stop(self: RunFolder) -> None:
+        clear(self)
+        raise OSError("injected: the run was killed")
+
+    monkeypatch.setattr(RunFolder, "clear", clear_and_stop)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "lake"])
+def test_a_run_whose_register_entry_was_lost_stops_the_next_run_until_it_is_redone(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+) -> None:  # fmt: skip
+    """Attack 10B's 03 (a killed run's row deleted from SQLite's winnow_runs: 223 events lost) and 02 (the lake's
+    `_runs/` lost while a completed run's redo, stopped before its commit, was unfinished: 190 lost), exit 0."""
+    database = batches / "manifest"
+    runs = Outputs(batches, f"{backend}:{database}")
+    assert runs.dedup("a", "out", RUN_A, "--create") == 0
+    assert runs.dedup("b", "out", RUN_B) == 0
+    killed_after_clearing(monkeypatch)
+    assert runs.dedup("a", "out", RUN_A) == 1  # a redo of the completed run A: its good/ is gone
+    monkeypatch.undo()
+    if backend == "sqlite":
+        with sqlite3.connect(database) as db:
+            db.execute("DELETE FROM winnow_runs")
+    else:
+        shutil.rmtree(database / "_runs")
+
+    assert runs.dedup("c", "out", RUN_C) == 1
+    line = error_line(capsys)
+    assert f"run {RUN_A} of {batches / 'out'} wrote to it and has not completed" in line
+    redo = shlex.split(line.split("Redo it first: ", 1)[1])
+    assert main(redo[redo.index("dedup") :]) == 0  # the redo as printed
+    assert runs.dedup("c", "out", RUN_C) == 0
+    assert runs.delivered("out") == sorted(numbered_id(n) for n in range(15))  # 35411f2: 0-4 in no good/
+
+
+def test_a_completed_runs_redo_without_its_marker_is_held_to_its_manifest(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack 10C's 04: `_COMPLETED_BEFORE` removed from a completed run's stopped redo, then redone without
+    `--manifest`: it checked nothing against the manifest, 190 events delivered again, exit 0."""
+    database = batches / "manifest"
+    runs = Outputs(batches, f"sqlite:{database}")
+    assert runs.dedup("a", "out", RUN_A, "--create") == 0
+    killed_after_clearing(monkeypatch)
+    assert runs.dedup("a", "out", RUN_A) == 1
+    monkeypatch.undo()
+    (batches / "out" / f"run={RUN_A}" / "_COMPLETED_BEFORE").unlink()
+
+    argv = ["dedup", "--input", str(batches / "a"), "--output", str(batches / "out"), "--run-id", RUN_A]
+    assert main(argv) == 2
+    assert error_line(capsys) == (
+        f"error: --manifest: run {RUN_A} completed in {batches / 'out' / f'run={RUN_A}'} with sqlite:{database}, and "
+        "this redo gives none: it could not check the events later runs decided against there. Allowed: --manifest "
+        f"sqlite:{database} (as it completed), or a new run id for the batch. Nothing was written"
+    )
+    assert runs.dedup("a", "out", RUN_A) == 0  # with it
+    assert runs.delivered("out") == sorted(numbered_id(n) for n in range(5))
