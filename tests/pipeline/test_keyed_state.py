@@ -89,6 +89,20 @@ DAMAGED_LOG: dict[str, tuple[Callable[[Path], object], Callable[[Path], str]]] =
             '(docs/operations.md ("A keyed state is damaged") says how to write it again)'
         ),
     ),
+    "anchor zeroed": (
+        lambda s: (s / "_latest").write_bytes(bytes((s / "_latest").stat().st_size)),
+        lambda s: (
+            f"anchor {s}/_latest is damaged ({(s / '_latest').stat().st_size} bytes, names no commit: all zero bytes); "
+            f'{NOTHING}. {RESTORE} (docs/operations.md ("A keyed state is damaged") says how to write it again)'
+        ),
+    ),
+    "anchor replaced by a binary file": (
+        lambda s: (s / "_latest").write_bytes(b"\xff\xd8\xff\xe0" + bytes(12)),
+        lambda s: (
+            f"anchor {s}/_latest is damaged (16 bytes, names no commit: not UTF-8 text: byte 0xff at offset 0); "
+            f'{NOTHING}. {RESTORE} (docs/operations.md ("A keyed state is damaged") says how to write it again)'
+        ),
+    ),
     "parent commit of a wrong shape": (
         lambda s: (s / "commits" / f"{RUN1}.json").write_text("[]"),
         lambda s: (
