@@ -208,17 +208,53 @@ def test_a_stray_file_in_commits_is_named_with_move_it_out(
     run3_after_restoring(spark, tmp_path, capsys)
 
 
+def to_format_1(state: Path) -> None:
+    """Make `state` one written before anchors: commits of format 1 (no depth, no file records), no `_latest`."""
+    for path in (state / "commits").glob("*.json"):
+        document = json.loads(path.read_text())
+        legacy = {key: value for key, value in document.items() if key not in ("depth", "files")}
+        path.write_text(json.dumps({**legacy, "format": 1}))
+    (state / "_latest").unlink()
+
+
+def test_a_file_lost_from_a_state_from_before_anchors_is_named_by_its_checksum_file(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A format-1 commit records its bucket folders, not their files: a part file removed from a folder that still
+    holds others was read as no loss (the key delivered again, exit 0, and the next commit recorded the rest as
+    whole). The checksum file Hadoop wrote beside it is still there, and names it."""
+    assert keyed(tmp_path, RUN1, ["a", "b"], capsys)[0] == 0
+    assert keyed(tmp_path, RUN2, [f"k{i}" for i in range(40)], capsys)[0] == 0
+    state = tmp_path / "state"
+    to_format_1(state)
+    shutil.copytree(state, tmp_path / "copy")
+    folder = next(
+        f for f in sorted((state / "runs" / f"run={RUN2}").glob("bucket=*")) if len(list(f.glob("part-*"))) > 1
+    )
+    part = sorted(folder.glob("part-*"))[0]
+    part.unlink()  # by hand: its .crc stays
+    expected = (
+        f"error: state {state} is damaged: file {part}, whose checksum file .{part.name}.crc is there, is missing "
+        f"(commit {state}/commits/{RUN2}.json, written before commits recorded their files, lists its folder); "
+        f"{NOTHING}. {RESTORE}"
+    )
+    assert keyed(tmp_path, RUN3, ["a", "k0", "d"], capsys) == (1, expected)
+    assert not (tmp_path / "out" / f"run={RUN3}").exists() and not (state / "_latest").exists()
+    shutil.copy(tmp_path / "copy" / part.relative_to(state), part)
+    assert keyed(tmp_path, RUN3, ["a", "k0", "d"], capsys) == (0, "")
+    assert (rows(spark, tmp_path, "duplicate", RUN3), rows(spark, tmp_path, "unique", RUN3)) == (
+        [("a",), ("k0",)],
+        [("d",)],
+    )
+
+
 def test_a_state_from_before_anchors_and_a_run_stopped_before_its_anchor_keep_working(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A state of format 1 (no anchor, no file records) is read as before; its next run anchors it and records
     every live file. A run stopped between its commit and its anchor is the current one for the next run."""
     state = two_runs(tmp_path, capsys)
-    for path in (state / "commits").glob("*.json"):
-        document = json.loads(path.read_text())
-        legacy = {key: value for key, value in document.items() if key not in ("depth", "files")}
-        path.write_text(json.dumps({**legacy, "format": 1}))
-    (state / "_latest").unlink()
+    to_format_1(state)
     assert keyed(tmp_path, RUN3, ["a", "c", "d"], capsys) == (0, "")
     assert (rows(spark, tmp_path, "duplicate", RUN3), rows(spark, tmp_path, "unique", RUN3)) == (
         [("a",), ("c",)],
