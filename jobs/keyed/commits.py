@@ -215,13 +215,15 @@ class CommitLog:
         parent = head.parent if head.parent_known else self._required(head.run_id, head.sha256, "the newest")["parent"]
         return None if parent is None else self._start(parent, None, ids, f"the parent of {head.run_id}, the newest")
 
-    def write(self, document: dict[str, Any]) -> None:
+    def write(self, document: dict[str, Any]) -> str:
         """Write the commit whole, then the anchor naming it (a run stopped between the two leaves a commit the
-        next run takes as the one after the anchored)."""
+        next run takes as the one after the anchored); return the commit's SHA-256."""
         text = json.dumps(document, indent=2) + "\n"
         self.fs.write_atomic(self.path(document["run_id"]), text)
-        anchor = {"run_id": document["run_id"], "sha256": sha256(text.encode("utf-8")), "parent": document["parent"]}
+        digest = sha256(text.encode("utf-8"))
+        anchor = {"run_id": document["run_id"], "sha256": digest, "parent": document["parent"]}
         self.fs.write_atomic(self.anchor, json.dumps(anchor) + "\n")
+        return digest
 
     def _load(self, run_id: str, digest: str | None = None, way_out: str = RESTORE) -> dict[str, Any] | None:
         """The commit of `run_id` (checked against `digest` when given), or None when it is missing."""
