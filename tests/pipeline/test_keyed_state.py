@@ -213,12 +213,18 @@ def test_a_stray_file_in_commits_is_named_with_move_it_out(
 
 
 def to_format_1(state: Path) -> None:
-    """Make `state` one written before anchors: commits of format 1 (no depth, no file records), no `_latest`."""
+    """Make `state` one written before anchors: commits of format 1 (no depth, no file records, no run), no
+    `_latest`, and the summaries of its runs in `out/` as that version wrote them (naming no commit)."""
     for path in (state / "commits").glob("*.json"):
         document = json.loads(path.read_text())
-        legacy = {key: value for key, value in document.items() if key not in ("depth", "files")}
+        legacy = {key: value for key, value in document.items() if key not in ("depth", "files", "run")}
         path.write_text(json.dumps({**legacy, "format": 1}))
     (state / "_latest").unlink()
+    for path in (state.parent / "out").glob("run=*/summary.json"):
+        summary = json.loads(path.read_text())
+        for key in ("commit", "parent_commit"):
+            summary["state"].pop(key)
+        path.write_text(json.dumps(summary))
 
 
 def test_a_file_lost_from_a_state_from_before_anchors_is_named_by_its_checksum_file(
