@@ -4,8 +4,10 @@ A commit records, per live bucket folder `runs/run=ID/bucket=B`, each file's siz
 the ETag the listing returns (no request more), locally a CRC32 of the file (`lake_integrity.checksum_of`, the
 lake manifest's). Before a run reads its parent's buckets, each folder is listed and compared with that record:
 a file lost, cut, swapped or added would change which keys count as seen without a sign, so it stops the run
-instead (`DamagedFileError`, exit 1), naming the first difference. A commit of format 1 records no files: its
-folders need only hold files, and the next commit records them as listed.
+instead (`DamagedFileError`, exit 1), naming the first difference. A commit of format 1 records no files, only its
+folders: they must hold files, and a file Hadoop wrote locally must still be beside its checksum file `.NAME.crc`
+(the one trace a file removed by hand leaves; on S3 there is none, and a lost file of a folder that still holds
+others goes unseen). The next commit records the files as listed.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def differences(
         count = "" if expected is None else f" (its {len(expected)} file(s))"
         return [(f"bucket folder {path}, which commit {commit} lists{count}, is missing or empty", RESTORE_FOLDER)]
     if expected is None:
-        return []
+        return orphaned_checksums(path, files, commit)
     problems = []
     for name, known in sorted(expected.items()):
         file = files.get(name)
@@ -97,4 +99,19 @@ def differences(
         problems.append((what, RESTORE))
     for name in sorted(set(files) - set(expected)):  # Spark reads every visible file of the folder
         problems.append((f"file {path}/{name} is in no commit, and this run would read it", MOVE_OUT))
+    return problems
+
+
+def orphaned_checksums(path: str, files: dict[str, store.StoredFile], commit: str) -> list[tuple[str, str]]:
+    """The files of bucket folder `path` (of a format-1 `commit`, which records none) whose checksum file is there
+    without them: Hadoop writes `.NAME.crc` beside each file it writes locally, and a file removed by hand leaves it."""
+    problems = []
+    for name in store.children(path):
+        lost = name[1:].removesuffix(".crc")
+        if name.startswith(".") and name.endswith(".crc") and not lost.startswith((".", "_")) and lost not in files:
+            what = (
+                f"file {path}/{lost}, whose checksum file {name} is there, is missing (commit {commit}, written "
+                "before commits recorded their files, lists its folder)"
+            )
+            problems.append((what, RESTORE))
     return problems

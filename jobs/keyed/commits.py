@@ -66,6 +66,29 @@ def commit_ids(uri: str, names: list[str]) -> list[str]:
     return sorted(name.removesuffix(".json") for name in names)
 
 
+class NotText(ValueError):
+    """A file of the state that is no UTF-8 text: zeroed, or another kind of file in its place."""
+
+
+def text_of(data: bytes) -> str:
+    """`data` as UTF-8 text (not json's guess at UTF-16/32, which names a codec instead of the damage).
+
+    Raises:
+        NotText: `data` is all zero bytes, or not UTF-8.
+    """
+    if data and not data.strip(b"\0"):
+        raise NotText("all zero bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise NotText(f"not UTF-8 text: byte {data[err.start]:#04x} at offset {err.start}") from None
+
+
+def describe(err: Exception) -> str:
+    """What is wrong with a document, in the words of a cut or damaged file."""
+    return str(err) if isinstance(err, NotText) else f"{type(err).__name__}: {err}"
+
+
 def parse_commit(path: str, data: bytes, run_id: str, way_out: str = RESTORE) -> dict[str, Any]:
     """The commit document `data` of `path`, which must be run `run_id`'s.
 
@@ -73,9 +96,9 @@ def parse_commit(path: str, data: bytes, run_id: str, way_out: str = RESTORE) ->
         DamagedFileError: not JSON, not a commit document (`shape_error`), or another run's.
     """
     try:
-        document = json.loads(data)
+        document = json.loads(text_of(data))
     except ValueError as err:  # not JSON, or not UTF-8
-        damage = "empty" if not data.strip() else f"not JSON: {err}"
+        damage = "empty" if not data.strip() else f"not JSON: {describe(err)}"
         raise DamagedFileError(
             f"commit {path} is damaged ({len(data)} bytes, {damage}); {NOTHING}. {way_out}"
         ) from None
@@ -120,13 +143,13 @@ def parse_anchor(path: str, data: bytes) -> Head:
         DamagedFileError: the anchor is no anchor document (cut or damaged).
     """
     try:
-        document = json.loads(data)
+        document = json.loads(text_of(data))
         run_id, digest, parent = str(document["run_id"]), str(document["sha256"]), document.get("parent")
         if not RUN_ID_PATTERN.fullmatch(run_id) or not (parent is None or isinstance(parent, str)):
             raise ValueError(f"run_id {run_id!r}, parent {parent!r}")
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise DamagedFileError(
-            f"anchor {path} is damaged ({len(data)} bytes, names no commit: {type(err).__name__}: {err}); {NOTHING}. "
+            f"anchor {path} is damaged ({len(data)} bytes, names no commit: {describe(err)}); {NOTHING}. "
             f"{RESTORE} ({HOW_TO_ANCHOR})"
         ) from None
     return Head(run_id, digest, parent, "parent" in document)
@@ -192,13 +215,15 @@ class CommitLog:
         parent = head.parent if head.parent_known else self._required(head.run_id, head.sha256, "the newest")["parent"]
         return None if parent is None else self._start(parent, None, ids, f"the parent of {head.run_id}, the newest")
 
-    def write(self, document: dict[str, Any]) -> None:
+    def write(self, document: dict[str, Any]) -> str:
         """Write the commit whole, then the anchor naming it (a run stopped between the two leaves a commit the
-        next run takes as the one after the anchored)."""
+        next run takes as the one after the anchored); return the commit's SHA-256."""
         text = json.dumps(document, indent=2) + "\n"
         self.fs.write_atomic(self.path(document["run_id"]), text)
-        anchor = {"run_id": document["run_id"], "sha256": sha256(text.encode("utf-8")), "parent": document["parent"]}
+        digest = sha256(text.encode("utf-8"))
+        anchor = {"run_id": document["run_id"], "sha256": digest, "parent": document["parent"]}
         self.fs.write_atomic(self.anchor, json.dumps(anchor) + "\n")
+        return digest
 
     def _load(self, run_id: str, digest: str | None = None, way_out: str = RESTORE) -> dict[str, Any] | None:
         """The commit of `run_id` (checked against `digest` when given), or None when it is missing."""

@@ -1,7 +1,9 @@
 """The keyed dedup job: read records, decide unique / duplicate / expired / error, write, update the state.
 
 Order of writes (so that a failed run can simply be rerun with the same id): the four outputs, the run's
-state files, the state commit (atomic), `summary.json`, and `_SUCCESS` last.
+state files, the state commit (atomic, naming the run folder), `summary.json` (naming the commit), and `_SUCCESS`
+last. Before any of them, the state and the output's completed runs are held to each other
+(`jobs.keyed.completion`): a run stopped after its commit, or an older copy of the state, stops the run.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from jobs.fs.input import listing_summary
 from jobs.fs.lease import FileLease
 from jobs.fs.paths import absolute, check_apart
 from jobs.fs.run_folder import RunFolder
+from jobs.keyed import completion
 from jobs.keyed.decide import DUPLICATE, ERROR, EXPIRED, EXPIRY, OUTCOME, OUTCOMES, REASON, UNIQUE, decide, extract
 from jobs.keyed.period import QUANTUM, Kind, parse_period
 from jobs.keyed.records import (
@@ -133,6 +136,9 @@ def _run(
 
     store = BucketStore(spark, state_uri)
     parent = store.parent(run_id)
+    # Before anything is written: the state and the output's completed runs must agree (jobs.keyed.completion).
+    completion.require_sealed(state_uri, parent)
+    completion.require_current(store.log, absolute(options.output), run_id, parent)
     settings = store.settle(parent, given, options.bucket_span is not None, options.bucket_count is not None)
     listing = list_records(spark, input_path)
     records = read_records(spark, input_path, listing, fmt)
@@ -171,7 +177,9 @@ def _run(
         decided.unpersist()
         extracted.unpersist()
 
-    commit = store.commit(parent, settings, run_id, latest_after, written, checked)
+    arguments = redo_arguments(options, run_id)
+    run = {"folder": folder.path, "arguments": arguments}
+    commit, digest = store.commit(parent, settings, run_id, latest_after, written, checked, run)
     deleted = store.delete_retired(parent)
 
     counts = {outcome: 0 for outcome in OUTCOMES}
@@ -196,12 +204,15 @@ def _run(
             "period": settings.period,
             "bucket_span": settings.bucket_span,
         },
+        "arguments": arguments,
         "input_files": listing_summary(listing),
         "counts": {"input": sum(counts.values()), **counts},
         "errors_by_reason": dict(sorted(reasons.items())),
         "state": {
             "uri": state_uri,
             "parent_run": None if parent is None else parent["run_id"],
+            "parent_commit": completion.identity(parent),
+            "commit": {"run_id": run_id, "depth": commit["depth"], "sha256": digest},
             "latest_point_before": _point(latest_before, settings.kind),
             "latest_point_after": _point(latest_after, settings.kind),
             "buckets_read": buckets_read,
@@ -216,6 +227,19 @@ def _run(
     folder.write_json("summary.json", summary)
     folder.seal()
     return summary
+
+
+def redo_arguments(options: KeyedOptions, run_id: str) -> list[str]:
+    """The arguments of this run as given, its paths absolute: what a redo of it runs (`jobs.keyed.completion`)."""
+    arguments = ["--input", absolute(options.input), "--output", absolute(options.output), "--format", options.format]
+    arguments += ["--key", options.key, "--state", absolute(options.state), "--run-id", run_id]
+    for option, value in (
+        ("--expiry-key", options.expiry_key), ("--expiry-period", options.expiry_period),
+        ("--bucket-span", options.bucket_span), ("--bucket-count", options.bucket_count),
+    ):  # fmt: skip
+        if value is not None:
+            arguments += [option, str(value)]
+    return arguments
 
 
 def _point(value: Decimal | None, kind: Kind | None) -> str | None:

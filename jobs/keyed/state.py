@@ -6,7 +6,8 @@ Layout under the state URI (a local folder or an S3 prefix):
                                           written by run ID into bucket B
     commits/ID.json                       the state after run ID: its parent run, the settings, the latest
                                           point, the live buckets with the runs that wrote them, each bucket
-                                          file's size and checksum, and its depth (`jobs.keyed.commits`)
+                                          file's size and checksum, its depth (`jobs.keyed.commits`), and its
+                                          run folder and arguments (`jobs.keyed.completion`)
     _latest                               the anchor: the newest commit, its SHA-256 and its parent
 
 Bucket B is `floor(expiry / bucket span)` with an expiry key, else `pmod(xxhash64(key), bucket count)`.
@@ -177,9 +178,11 @@ class BucketStore:
         latest_point: Decimal | None,
         written: list[str],
         checked: bucket_files.Records,
-    ) -> dict[str, Any]:
+        run: dict[str, Any],
+    ) -> tuple[dict[str, Any], str]:
         """Write `commits/ID.json` whole, then the anchor: the parent's buckets plus this run's, minus fully expired
-        ones, with the records of their files (`checked`: the parent's, as `check_files` found them)."""
+        ones, with the records of their files (`checked`: the parent's, as `check_files` found them), and `run`
+        (its run folder and arguments: `jobs.keyed.completion`). Return it and its SHA-256."""
         buckets: dict[str, list[str]] = {name: list(runs) for name, runs in (parent or {}).get("buckets", {}).items()}
         for name in written:
             buckets.setdefault(name, []).append(run_id)
@@ -202,10 +205,10 @@ class BucketStore:
             "buckets": {name: sorted(runs) for name, runs in sorted(buckets.items(), key=lambda item: int(item[0]))},
             "retired": retired,
             "files": {folder: files[folder] for folder in sorted(live)},
+            "run": run,
             "committed_at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        self.log.write(document)
-        return document
+        return document, self.log.write(document)
 
     def delete_retired(self, parent: dict[str, Any] | None) -> int:
         """Delete the files of the buckets the parent commit retired; return how many bucket folders."""

@@ -6,7 +6,10 @@ or bucket file re-delivered keys as unique (exit 0), a cut commit stopped on a b
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +17,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs.keyed import completion
 from jobs.runtime.cli import main
 from tests.pipeline.test_keyed import RUN1, RUN2, RUN3, rows, write_csv
 
@@ -87,6 +91,20 @@ DAMAGED_LOG: dict[str, tuple[Callable[[Path], object], Callable[[Path], str]]] =
             f"anchor {s}/_latest is damaged (100 bytes, names no commit: JSONDecodeError: Unterminated string "
             f"starting at: line 1 column 45 (char 44)); {NOTHING}. {RESTORE} "
             '(docs/operations.md ("A keyed state is damaged") says how to write it again)'
+        ),
+    ),
+    "anchor zeroed": (
+        lambda s: (s / "_latest").write_bytes(bytes((s / "_latest").stat().st_size)),
+        lambda s: (
+            f"anchor {s}/_latest is damaged ({(s / '_latest').stat().st_size} bytes, names no commit: all zero bytes); "
+            f'{NOTHING}. {RESTORE} (docs/operations.md ("A keyed state is damaged") says how to write it again)'
+        ),
+    ),
+    "anchor replaced by a binary file": (
+        lambda s: (s / "_latest").write_bytes(b"\xff\xd8\xff\xe0" + bytes(12)),
+        lambda s: (
+            f"anchor {s}/_latest is damaged (16 bytes, names no commit: not UTF-8 text: byte 0xff at offset 0); "
+            f'{NOTHING}. {RESTORE} (docs/operations.md ("A keyed state is damaged") says how to write it again)'
         ),
     ),
     "parent commit of a wrong shape": (
@@ -194,17 +212,59 @@ def test_a_stray_file_in_commits_is_named_with_move_it_out(
     run3_after_restoring(spark, tmp_path, capsys)
 
 
+def to_format_1(state: Path) -> None:
+    """Make `state` one written before anchors: commits of format 1 (no depth, no file records, no run), no
+    `_latest`, and the summaries of its runs in `out/` as that version wrote them (naming no commit)."""
+    for path in (state / "commits").glob("*.json"):
+        document = json.loads(path.read_text())
+        legacy = {key: value for key, value in document.items() if key not in ("depth", "files", "run")}
+        path.write_text(json.dumps({**legacy, "format": 1}))
+    (state / "_latest").unlink()
+    for path in (state.parent / "out").glob("run=*/summary.json"):
+        summary = json.loads(path.read_text())
+        for key in ("commit", "parent_commit"):
+            summary["state"].pop(key)
+        path.write_text(json.dumps(summary))
+
+
+def test_a_file_lost_from_a_state_from_before_anchors_is_named_by_its_checksum_file(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A format-1 commit records its bucket folders, not their files: a part file removed from a folder that still
+    holds others was read as no loss (the key delivered again, exit 0, and the next commit recorded the rest as
+    whole). The checksum file Hadoop wrote beside it is still there, and names it."""
+    assert keyed(tmp_path, RUN1, ["a", "b"], capsys)[0] == 0
+    assert keyed(tmp_path, RUN2, [f"k{i}" for i in range(40)], capsys)[0] == 0
+    state = tmp_path / "state"
+    to_format_1(state)
+    shutil.copytree(state, tmp_path / "copy")
+    folder = next(
+        f for f in sorted((state / "runs" / f"run={RUN2}").glob("bucket=*")) if len(list(f.glob("part-*"))) > 1
+    )
+    part = sorted(folder.glob("part-*"))[0]
+    part.unlink()  # by hand: its .crc stays
+    expected = (
+        f"error: state {state} is damaged: file {part}, whose checksum file .{part.name}.crc is there, is missing "
+        f"(commit {state}/commits/{RUN2}.json, written before commits recorded their files, lists its folder); "
+        f"{NOTHING}. {RESTORE}"
+    )
+    assert keyed(tmp_path, RUN3, ["a", "k0", "d"], capsys) == (1, expected)
+    assert not (tmp_path / "out" / f"run={RUN3}").exists() and not (state / "_latest").exists()
+    shutil.copy(tmp_path / "copy" / part.relative_to(state), part)
+    assert keyed(tmp_path, RUN3, ["a", "k0", "d"], capsys) == (0, "")
+    assert (rows(spark, tmp_path, "duplicate", RUN3), rows(spark, tmp_path, "unique", RUN3)) == (
+        [("a",), ("k0",)],
+        [("d",)],
+    )
+
+
 def test_a_state_from_before_anchors_and_a_run_stopped_before_its_anchor_keep_working(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A state of format 1 (no anchor, no file records) is read as before; its next run anchors it and records
     every live file. A run stopped between its commit and its anchor is the current one for the next run."""
     state = two_runs(tmp_path, capsys)
-    for path in (state / "commits").glob("*.json"):
-        document = json.loads(path.read_text())
-        legacy = {key: value for key, value in document.items() if key not in ("depth", "files")}
-        path.write_text(json.dumps({**legacy, "format": 1}))
-    (state / "_latest").unlink()
+    to_format_1(state)
     assert keyed(tmp_path, RUN3, ["a", "c", "d"], capsys) == (0, "")
     assert (rows(spark, tmp_path, "duplicate", RUN3), rows(spark, tmp_path, "unique", RUN3)) == (
         [("a",), ("c",)],
@@ -222,3 +282,76 @@ def test_a_state_from_before_anchors_and_a_run_stopped_before_its_anchor_keep_wo
     (state / "_latest").write_bytes(anchor_of_run3)
     assert keyed(tmp_path, run5, ["e", "f"], capsys) == (0, "")
     assert (rows(spark, tmp_path, "duplicate", run5), rows(spark, tmp_path, "unique", run5)) == ([("e",)], [("f",)])
+
+
+def through_a_shell(line: str) -> None:
+    """Paste the command in the way out of the error `line` (between `(` and `)` after `first`) into a shell."""
+    command = line.split("(the first: " if "the first: " in line else "first (", 1)[1].rsplit("; a run stopped", 1)[0]
+    command = command.removesuffix("), then run again")
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(command, shell=True, env=env, capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_run_stopped_after_its_commit_is_redone_before_the_next(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """RUN3 stopped between its commit and its `_SUCCESS` (killed): its keys were seen by the state and in no completed
+    output, and the next run, once the lease was gone, delivered them nowhere (attack 10A's 02: 100 of 600 keys
+    lost). The next run now stops with the command that redoes RUN3; pasted, it gives RUN3's rows."""
+    state = two_runs(tmp_path, capsys)
+    assert keyed(tmp_path, RUN3, ["a", "d", "e"], capsys) == (0, "")
+    folder = tmp_path / "out" / f"run={RUN3}"
+    for name in ("_SUCCESS", "summary.json"):  # as a kill after the commit leaves it
+        (folder / name).unlink()
+    run4 = "2026-11-04-00-00-00"
+    code, line = keyed(tmp_path, run4, ["d", "e", "f"], capsys)
+    assert (code, line.split(" (", 1)[0]) == (
+        1,
+        f"error: state {state}: its newest commit {state}/commits/{RUN3}.json is run {RUN3}'s, whose run folder {folder} holds no _SUCCESS",
+    )
+    assert line.endswith(
+        f"{NOTHING}. Redo that run first ({completion.redo_command(json.loads((state / 'commits' / f'{RUN3}.json').read_text())['run']['arguments'])}), then run again"
+    )
+    assert not (tmp_path / "out" / f"run={run4}").exists()
+    through_a_shell(line)
+    assert (rows(spark, tmp_path, "duplicate", RUN3), rows(spark, tmp_path, "unique", RUN3)) == (
+        [("a",)],
+        [("d",), ("e",)],
+    )
+    assert keyed(tmp_path, run4, ["d", "e", "f"], capsys) == (0, "")
+    assert (rows(spark, tmp_path, "duplicate", run4), rows(spark, tmp_path, "unique", run4)) == (
+        [("d",), ("e",)],
+        [("f",)],
+    )
+
+
+def test_an_older_copy_of_the_whole_state_stops_the_run_and_the_completed_runs_rebuild_it(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The state put back as it was after RUN1 (RUN2 completed since) agreed with its own anchor: RUN3 delivered
+    RUN2's keys again, exit 0 (attack 10A's 01). RUN2's summary names the commit it made, which the copy lacks;
+    the printed redo of RUN2, pasted, rebuilds it, and RUN3 then finds c seen."""
+    assert keyed(tmp_path, RUN1, ["a", "b"], capsys)[0] == 0
+    state = tmp_path / "state"
+    shutil.copytree(state, tmp_path / "copy")
+    assert keyed(tmp_path, RUN2, ["c"], capsys)[0] == 0
+    shutil.rmtree(state)
+    shutil.copytree(tmp_path / "copy", state)
+    code, line = keyed(tmp_path, RUN3, ["a", "c", "d"], capsys)
+    summary = tmp_path / "out" / f"run={RUN2}" / "summary.json"
+    redo = completion.redo_command(json.loads(summary.read_text())["arguments"])
+    assert (code, line) == (1, (
+        f"error: state {state} is an older copy: {summary} records its commit {RUN2} (depth 2), which it does not "
+        f"hold (it is at commit {RUN1} (depth 1)), so the keys of the runs completed after the copy was taken would "
+        f"be delivered again; {NOTHING}. Put the newest copy back; or, if there is none, redo the runs completed "
+        f"since, oldest first, each as it ran (the first: {redo}; a run stopped here names the next), then run again"
+    ))  # fmt: skip
+    assert not (tmp_path / "out" / f"run={RUN3}").exists()
+    through_a_shell(line)
+    assert rows(spark, tmp_path, "unique", RUN2) == [("c",)]
+    assert keyed(tmp_path, RUN3, ["a", "c", "d"], capsys) == (0, "")
+    assert (rows(spark, tmp_path, "duplicate", RUN3), rows(spark, tmp_path, "unique", RUN3)) == (
+        [("a",), ("c",)],
+        [("d",)],
+    )
