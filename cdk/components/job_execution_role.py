@@ -15,12 +15,14 @@ from constructs import Construct
 
 from cdk.nag import acknowledge, resource_finding
 
-# GetItem and DeleteItem: the writer-lease item only (jobs/manifest/writer_lease.py); events are put and queried.
+# Events are put and queried; GetItem, DeleteItem and UpdateItem: the writer lease and the register's own items
+# (jobs/manifest/writer_lease.py, unfinished.py, completions.py), and a redo's or abandon's removal of its pairs;
+# Scan: only a redo over a changed input, or an abandon, finds its own pairs (`DynamoDbManifest.own_pairs`).
 MANIFEST_ACTIONS = (
-    "dynamodb:PutItem", "dynamodb:Query", "dynamodb:GetItem", "dynamodb:DeleteItem",
-    "dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive",
+    "dynamodb:PutItem", "dynamodb:Query", "dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem",
+    "dynamodb:Scan", "dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive",
 )  # fmt: skip
-"""What the dedup job's DynamoDB manifest calls (conditional put, lookup, startup checks)."""
+"""What the dedup job's DynamoDB manifest calls (`tests/infra/test_manifest_actions.py` checks the jobs' calls)."""
 LAKE_MANIFEST_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
 """What the dedup job's lake manifest does under its prefix: read, create (conditional put) and write commits, the
 lease and Spark's segment files (multipart uploads included), delete the lease and expired segments."""
@@ -37,8 +39,7 @@ class JobExecutionRoleProps:
     output_prefixes: tuple[str, ...]
     """The jobs read and write (and replace on rerun) only under these prefixes."""
     manifest_table: dynamodb.ITable | None = None
-    """The DynamoDB manifest (`manifest.backend` dynamodb), the only table the jobs touch: PutItem, Query,
-    GetItem/DeleteItem (the writer lease), DescribeTable, DescribeTimeToLive."""
+    """The DynamoDB manifest (`manifest.backend` dynamodb), the only table the jobs touch (`MANIFEST_ACTIONS`)."""
     manifest_bucket: s3.IBucket | None = None
     """Instead of the table, the lake manifest's bucket (`manifest.backend` lake): objects under `manifest_prefix`
     only, and no DynamoDB permission at all."""

@@ -104,7 +104,7 @@ class SqliteCompletedRuns(CompletedRuns):
 
 class DynamoDbCompletedRuns(CompletedRuns):
     def __init__(self, client: DynamoDbClient) -> None:
-        self.call = client.call
+        self.call, self.partition = client.call, client.partition
         self.table = client.table
 
     @staticmethod
@@ -117,20 +117,7 @@ class DynamoDbCompletedRuns(CompletedRuns):
         self.call("put_item", None, TableName=self.table, Item=self._key(DYNAMODB_OUTPUTS_KEY, output))  # no ttl
 
     def outputs(self) -> list[str]:
-        found: list[str] = []
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "#id = :outputs",
-            "ExpressionAttributeNames": {"#id": DYNAMODB_PARTITION_KEY},
-            "ExpressionAttributeValues": {":outputs": {"S": DYNAMODB_OUTPUTS_KEY}},
-            "ConsistentRead": True,
-        }
-        while True:
-            page = self.call("query", None, **request)
-            found.extend(item[DYNAMODB_SORT_KEY]["S"] for item in page.get("Items", []))
-            if "LastEvaluatedKey" not in page:
-                return sorted(found)
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return sorted(item[DYNAMODB_SORT_KEY]["S"] for item in self.partition(DYNAMODB_OUTPUTS_KEY))
 
     def attempt(self, key: str) -> str | None:
         found = self.call(

@@ -186,6 +186,23 @@ class DynamoDbClient(ManifestClient):
                 time.sleep(min(wait, max(self.patience_seconds - waited, 0.0)))
         raise AssertionError("unreachable")
 
+    def partition(self, key: str) -> list[dict[str, Any]]:
+        """Every item under partition key `key`, read consistently (the register's own items, not events')."""
+        items: list[dict[str, Any]] = []
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#id = :key",
+            "ExpressionAttributeNames": {"#id": DYNAMODB_PARTITION_KEY},
+            "ExpressionAttributeValues": {":key": {"S": key}},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self.call("query", None, **request)
+            items.extend(page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return items
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
     def _count_throttle(self, response: Any = None, **_: Any) -> None:
         # Called before each retry decision; counts throttled responses, decides nothing.
         if response is not None and response[1].get("Error", {}).get("Code") in THROTTLING_CODES:

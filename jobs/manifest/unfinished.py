@@ -197,7 +197,7 @@ class DynamoDbRunRegister(RunRegister):
     manifest's own client (paced by nothing, waited out when throttled, like the writer lease)."""
 
     def __init__(self, client: DynamoDbClient) -> None:
-        self.call = client.call
+        self.call, self.partition = client.call, client.partition
         self.table = client.table
         self.conditional_failure = client.client.exceptions.ConditionalCheckFailedException
 
@@ -251,30 +251,18 @@ class DynamoDbRunRegister(RunRegister):
             )  # fmt: skip
 
     def unfinished(self) -> list[RegisteredRun]:
-        runs: list[RegisteredRun] = []
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "#id = :runs",
-            "ExpressionAttributeNames": {"#id": DYNAMODB_PARTITION_KEY},
-            "ExpressionAttributeValues": {":runs": {"S": DYNAMODB_RUNS_KEY}},
-            "ConsistentRead": True,
-        }
-        while True:
-            page = self.call("query", None, **request)
-            runs.extend(
-                RegisteredRun(
-                    run_id=item[DYNAMODB_SORT_KEY]["S"].split("~")[0],
-                    etl_time=int(item[DYNAMODB_ETL_TIME]["N"]),
-                    ttl=int(item[DYNAMODB_TTL]["N"]),
-                    folder=item["folder"]["S"],
-                    redo=item["redo"]["S"],
-                    completed_before=item.get("completedBefore", {}).get("BOOL", False),
-                )
-                for item in page.get("Items", [])
+        runs = [
+            RegisteredRun(
+                run_id=item[DYNAMODB_SORT_KEY]["S"].split("~")[0],
+                etl_time=int(item[DYNAMODB_ETL_TIME]["N"]),
+                ttl=int(item[DYNAMODB_TTL]["N"]),
+                folder=item["folder"]["S"],
+                redo=item["redo"]["S"],
+                completed_before=item.get("completedBefore", {}).get("BOOL", False),
             )
-            if "LastEvaluatedKey" not in page:
-                return sorted(runs, key=lambda run: (run.run_id, run.folder))
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            for item in self.partition(DYNAMODB_RUNS_KEY)
+        ]
+        return sorted(runs, key=lambda run: (run.run_id, run.folder))
 
 
 class FileRunRegister(RunRegister):

@@ -95,6 +95,8 @@ def test_job_role_has_exactly_the_statements_the_jobs_need(dev: Synthesized) -> 
                 "dynamodb:GetItem",
                 "dynamodb:PutItem",
                 "dynamodb:Query",
+                "dynamodb:Scan",
+                "dynamodb:UpdateItem",
             ],
             "Effect": "Allow",
             "Resource": f"arn:aws:dynamodb:eu-west-1:{ACCOUNT}:table/winnow-dev-manifest",

@@ -229,3 +229,19 @@ def good_everywhere(output: Path) -> list[str]:
         if (run / "_SUCCESS").exists():
             lines.extend(read_lines(run / "good"))
     return sorted(lines)
+
+
+@contextmanager
+def fresh_manifest(
+    kind: str, base: Path, monkeypatch: pytest.MonkeyPatch, table: str = "events-manifest"
+) -> Iterator[str]:
+    """The URI of a fresh manifest of `kind` (sqlite, lake: under `base`; dynamodb: on a moto server on 127.0.0.1,
+    stopped on exit, reached through the environment)."""
+    if kind != "dynamodb":
+        yield f"{kind}:{base / 'manifest'}"
+        return
+    from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
+
+    with dynamodb_on_loopback(Faults()) as endpoint:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        yield f"dynamodb://{table}"

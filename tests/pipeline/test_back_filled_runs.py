@@ -21,10 +21,9 @@ from pyspark.sql import SparkSession
 import jobs.dedup.populate as populate_module
 from jobs.manifest.base import back_filled_key, run_key
 from jobs.runtime.cli import main
-from tests.pipeline.helpers import PROG, error_line, event, numbered_id, read_lines, run_folder_content
+from tests.pipeline.helpers import PROG, error_line, event, fresh_manifest, numbered_id, read_lines, run_folder_content
 from tests.pipeline.helpers import numbered_events as events
 from tests.pipeline.helpers import write_lines as write
-from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
 from tests.pipeline.test_unfinished_runs import operator_shell
 
 RUN_1, RUN_2, RUN_3, RUN_4 = (f"2026-11-2{day}-00-00-00" for day in range(1, 5))
@@ -33,12 +32,8 @@ TABLE = "events-manifest"
 
 @pytest.fixture(params=["sqlite", "dynamodb", "lake"])
 def manifest_uri(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    if request.param != "dynamodb":
-        yield f"{request.param}:{tmp_path / 'manifest'}"
-        return
-    with dynamodb_on_loopback(Faults()) as endpoint:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-        yield f"dynamodb://{TABLE}"
+    with fresh_manifest(request.param, tmp_path, monkeypatch, TABLE) as uri:
+        yield uri
 
 
 def copy_of(uri: str, tmp_path: Path) -> Callable[[], None]:

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from jobs.enriched.fields import FIELD_INDEX
 from jobs.runtime.cli import main
-from tests.pipeline.helpers import event, run_folder_content
+from tests.pipeline.helpers import event, fresh_manifest, run_folder_content
 from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
 
 RUN_1, RUN_2 = "2026-11-21-03-00-00", "2026-11-22-03-00-00"
@@ -219,12 +219,8 @@ def test_populate_manifest_backfills_what_a_dedup_run_would_have_recorded(
 @pytest.fixture(params=["sqlite", "dynamodb", "lake"])
 def manifest_uri(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A fresh manifest of each backend."""
-    if request.param != "dynamodb":
-        yield f"{request.param}:{tmp_path / 'manifest'}"
-        return
-    with dynamodb_on_loopback(Faults()) as endpoint:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-        yield "dynamodb://events-manifest"
+    with fresh_manifest(request.param, tmp_path, monkeypatch) as uri:
+        yield uri
 
 
 def test_a_late_run_finds_what_a_later_run_delivered_as_copies_and_redos_in_any_order_give_the_same(

@@ -118,6 +118,12 @@ class Outputs:
         argv = ["dedup", "--input", str(self.base / batch), "--output", str(self.base / output), "--run-id", run_id]
         return main([*argv, "--manifest", uri or self.uri, *more])
 
+    def older_copy_of_two_runs(self, database: Path) -> None:
+        """Runs A (batch a) and B (batch b) into `out`, with a copy of the manifest taken between them."""
+        assert self.dedup("a", "out", RUN_A, "--create") == 0
+        put_back(database, self.base / "copy")
+        assert self.dedup("b", "out", RUN_B) == 0
+
     def delivered(self, *outputs: str) -> list[str]:
         """The event ids in the `good/` of every completed run of `outputs`, sorted: a doubled one twice."""
         folders = [folder for output in outputs for folder in (self.base / output).glob("run=*")]
@@ -219,9 +225,7 @@ def test_an_older_copy_named_another_way_is_found(
     """Attack 10A's 04: runs recorded `sqlite:P`; the copy put back, a run given `sqlite:///P` was not checked."""
     database = batches / "manifest.db"
     runs = Outputs(batches, f"sqlite:{database}")
-    assert runs.dedup("a", "out", RUN_A, "--create") == 0
-    put_back(database, batches / "copy")
-    assert runs.dedup("b", "out", RUN_B) == 0
+    runs.older_copy_of_two_runs(database)
     put_back(batches / "copy", database)
     assert runs.dedup("b", "out", RUN_C, uri=f"sqlite://{database}") == 1
     stop_line(capsys, RUN_B, batches / "out")
@@ -254,9 +258,7 @@ def test_an_output_from_before_completion_records_is_checked_by_its_count(
     """Runs completed before `_LAST_COMPLETED.json` was kept (here: removed) recorded the manifest's count only."""
     database = batches / "manifest"
     runs = Outputs(batches, f"sqlite:{database}")
-    assert runs.dedup("a", "out", RUN_A, "--create") == 0
-    put_back(database, batches / "copy")
-    assert runs.dedup("b", "out", RUN_B) == 0
+    runs.older_copy_of_two_runs(database)
     (batches / "out" / "_LAST_COMPLETED.json").unlink()
     put_back(batches / "copy", database)
     assert runs.dedup("b", "out", RUN_C) == 1
