@@ -71,7 +71,7 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
         "--verbose",
         action="store_true",
         default=argparse.SUPPRESS,
-        help="show Spark's warnings that are expected in Winnow's plans (silenced by default; local runs)",
+        help="show Spark's warnings that are expected in Winnow's plans, and its report of each failed task (silenced by default; local runs)",
     )
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):

@@ -7,5 +7,5 @@ from jobs.contract import LOG4J2_CONFIG
 
 __all__ = ["LOG4J2_CONFIG", "VERBOSE_JAVA_OPTION"]
 
-# Shows the warnings log4j2.properties silences as expected in our plans (`--verbose`).
-VERBOSE_JAVA_OPTION = "-Dwinnow.expected.level=warn"
+# Shows the warnings log4j2.properties silences as expected in our plans, and Spark's task failures (`--verbose`).
+VERBOSE_JAVA_OPTION = "-Dwinnow.expected.level=warn -Dwinnow.task.level=warn"
