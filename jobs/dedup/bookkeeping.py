@@ -53,7 +53,8 @@ class RunBook:
         return self.register.entry(self.key)
 
     def mark(self, output_path: str, run: RegisteredRun) -> None:
-        """Before the run clears its folder or writes to the manifest: the output's own record of it."""
+        """As the run registers (before its first manifest write, and before a completed output of it is cleared):
+        the output's own record of it."""
         write_marker(output_path, run, asdict(self.used))
 
     def summary(self) -> dict[str, Any]:

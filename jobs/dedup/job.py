@@ -163,8 +163,9 @@ def run(
             run_id, run_time, config.manifest.ttl_days, run_key=key, replaces=replaces, register_entry=registered
         )  # the lake keeps the register entry in its commit
 
-        def register_run() -> None:
+        def register_run() -> None:  # before the run's first manifest write, and before a completed output goes
             if book is not None:
+                book.mark(output_path, registered)  # a run that stops before this wrote nothing to either
                 book.register.begin(registered)
 
         plan = None
@@ -177,8 +178,6 @@ def run(
                 + (f"; {plan.backlog_files:,} newer file(s) left for later runs" if plan.backlog_files else "")
             )
         with folder.writing():
-            if book is not None:
-                book.mark(output_path, registered)
             summary = _run_in_folder(spark, config, input_path, folder, run_time, manifest, plan, progress,
                                      register_run, manifest_run, completed)  # fmt: skip
             if summary["manifest"] is not None and pacing is not None:

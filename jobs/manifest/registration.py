@@ -1,9 +1,10 @@
 """The output's own record of its runs that write to a manifest: `OUT/_registered/run=ID.json`.
 
 The manifest's register of unfinished runs (`jobs.manifest.unfinished`) is the record later runs stop on; this is
-its second copy, kept where the run's events go. A dedup run with a manifest writes its marker before it clears its
-folder or writes to the manifest (naming the manifest, whether the folder held a completed run, and the command that
-redoes it), and removes it after its completion is recorded. So when the manifest's entry is gone (a row deleted, a
+its second copy, kept where the run's events go. A dedup run with a manifest writes its marker as it registers, just
+before its first manifest write and before a completed output of it is cleared (naming the manifest, whether the
+folder held a completed run, and the command that redoes it), and removes it after its completion is recorded: a
+run that stops before (bad input, say) leaves neither. So when the manifest's entry is gone (a row deleted, a
 lake's `_runs/` lost, an older copy put back), the next run of the output still finds the run that did not complete
 and stops; and a redo of a completed run whose `_COMPLETED_BEFORE` was removed is still held to the manifest it
 completed with (`jobs.dedup.redo`).

@@ -3,6 +3,7 @@ the manifest's register was lost is still found, and a completed run's redo is s
 
 from __future__ import annotations
 
+import gzip
 import shlex
 import shutil
 import sqlite3
@@ -84,3 +85,18 @@ def test_a_completed_runs_redo_without_its_marker_is_held_to_its_manifest(
     )
     assert runs.dedup("a", "out", RUN_A) == 0  # with it
     assert runs.delivered("out") == sorted(numbered_id(n) for n in range(5))
+
+
+def test_a_run_that_stopped_before_registering_leaves_no_marker_to_stop_the_next(
+    spark: SparkSession, batches: Path
+) -> None:
+    """A run stopped by an unreadable input file wrote nothing to the manifest: the next run goes on."""
+    database = batches / "manifest"
+    runs = Outputs(batches, f"sqlite:{database}")
+    assert runs.dedup("a", "out", RUN_A, "--create") == 0
+    whole = gzip.compress((batches / "b" / "b.tsv").read_bytes())
+    (batches / "cut").mkdir()
+    (batches / "cut" / "b.tsv.gz").write_bytes(whole[: len(whole) // 2])
+    assert runs.dedup("cut", "out", RUN_B) == 1
+    assert not (batches / "out" / "_registered" / f"run={RUN_B}.json").exists()
+    assert runs.dedup("c", "out", RUN_C) == 0
