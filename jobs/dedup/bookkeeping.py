@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from jobs.dedup.stale import ManifestUsed, record_completion, require_completions
+from jobs.dedup.stale import record_completion, require_completions
 from jobs.manifest.base import Manifest, RegisteredRun
-from jobs.manifest.completions import CompletedRuns, completed_runs, manifest_place
+from jobs.manifest.completions import CompletedRuns, ManifestUsed, completed_runs, manifest_place
 from jobs.manifest.registration import remove_marker, require_registered, write_marker
 from jobs.manifest.unfinished import RunRegister, run_register
 from jobs.runtime.invocation import absolute_uri
@@ -48,7 +48,7 @@ class RunBook:
         """
         # First: a copy taken while a run was writing holds that run's entry, which the second check would complete.
         require_completions(self.completions, self.register, output_path, self.used, etl_time)
-        require_registered(self.register, output_path, self.used.names, self.run_id, self.used.uri)
+        require_registered(self.register, output_path, self.used, self.run_id)
         self.register.require_no_unfinished(self.key, self.used.uri, exists)
         return self.register.entry(self.key)
 

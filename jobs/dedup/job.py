@@ -164,9 +164,9 @@ def run(
         )  # the lake keeps the register entry in its commit
 
         def register_run() -> None:  # before the run's first manifest write, and before a completed output goes
-            if book is not None:
-                book.mark(output_path, registered)  # a run that stops before this wrote nothing to either
+            if book is not None:  # a run that stops before this wrote nothing to either
                 book.register.begin(registered)
+                book.mark(output_path, registered)  # second: a marker is never left without its entry
 
         plan = None
         if incremental is not None:

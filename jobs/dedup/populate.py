@@ -28,7 +28,7 @@ from jobs.contract import (
     Progress,
 )
 from jobs.dedup.job import manifest_for, tasks_at_once
-from jobs.dedup.stale import ManifestUsed, highest_recorded_generation, record_back_filled
+from jobs.dedup.stale import highest_recorded_generation, record_back_filled
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.fs import store
@@ -37,7 +37,7 @@ from jobs.fs.paths import absolute, qualified
 from jobs.fs.runs import RUN_ID_PATTERN, run_timestamp
 from jobs.manifest import Manifest, ManifestRun
 from jobs.manifest.base import SEEN_EARLIER, ManifestStats, back_filled_key, run_key
-from jobs.manifest.completions import completed_runs, manifest_place
+from jobs.manifest.completions import ManifestUsed, completed_runs, manifest_place
 from jobs.manifest.unfinished import run_register
 from jobs.manifest.writer_lease import writer_lease
 from jobs.runtime.invocation import absolute_uri

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
 from typing import Any
 
 from jobs.contract import LAST_COMPLETED, SUCCESS_MARKER, SUMMARY
@@ -26,7 +25,7 @@ from jobs.fs import store
 from jobs.fs.paths import normalized
 from jobs.fs.runs import RUN_ID_PATTERN
 from jobs.manifest.base import RegisteredRun
-from jobs.manifest.completions import CompletedRuns
+from jobs.manifest.completions import CompletedRuns, ManifestUsed
 from jobs.manifest.unfinished import RunRegister
 from jobs.prog import local_prog
 
@@ -84,21 +83,6 @@ def require_not_older(register: RunRegister, output_root: str, manifest_uri: str
         f"it), and it is at {current}, so the events of the runs completed after the copy was taken would be "
         f"delivered again; nothing was written. {_ways_on(output_root, manifest_uri)}"
     )
-
-
-@dataclass(frozen=True)
-class ManifestUsed:
-    """The manifest a run uses, as `_LAST_COMPLETED.json` names it: its URI, its place (one way for each spelling
-    of the URI) and its identity (kept by copies; None: its kind keeps none)."""
-
-    uri: str
-    place: str
-    identity: str | None
-
-    def names(self, entry: dict[str, Any]) -> bool:
-        """Whether `entry` of a `_LAST_COMPLETED.json` is of this manifest (a copy under another name included)."""
-        same_identity = self.identity is not None and entry.get("identity") == self.identity
-        return same_identity or entry.get("place") == self.place
 
 
 def last_completed(output_root: str, manifest: ManifestUsed) -> tuple[str, dict[str, Any] | None]:

@@ -27,6 +27,7 @@ from typing import Any
 from jobs.contract import SUCCESS_MARKER, SUMMARY
 from jobs.errors import DamagedFileError
 from jobs.fs import store
+from jobs.fs.paths import normalized
 from jobs.fs.runs import RUN_ID_PATTERN, run_folder
 from jobs.keyed.commits import CommitLog, sha256
 from jobs.prog import local_prog
@@ -53,16 +54,20 @@ def identity(commit: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if commit is None else {"run_id": commit["run_id"], "depth": commit["depth"]}
 
 
-def require_sealed(uri: str, start: dict[str, Any] | None) -> None:
-    """Stop when `start` (the commit this run starts from) is a run's whose folder holds no `_SUCCESS`.
+def require_sealed(uri: str, output_root: str, start: dict[str, Any] | None) -> None:
+    """Stop when `start` (the commit this run starts from) is a run's whose folder holds no `_SUCCESS`: the folder
+    the commit names, or that run's folder under `output_root` (an output moved since, with its folders).
 
     Raises:
         UnfinishedCommitError: named, with the command that redoes that run (nothing was written).
     """
     run = (start or {}).get("run")
-    if not isinstance(run, dict) or store.exists(f"{run['folder']}/{SUCCESS_MARKER}"):
+    if not isinstance(run, dict):
         return  # a commit from before runs were named in it: nothing to check
     assert start is not None
+    folders = (run["folder"], run_folder(output_root, start["run_id"]))
+    if any(store.exists(f"{folder}/{SUCCESS_MARKER}") for folder in folders):
+        return
     raise UnfinishedCommitError(
         f"state {uri}: its newest commit {uri}/commits/{start['run_id']}.json is run {start['run_id']}'s, whose run "
         f"folder {run['folder']} holds no {SUCCESS_MARKER} (stopped after its commit: the keys it recorded as seen are "
@@ -116,7 +121,10 @@ def _completed_summary(output_root: str, run_id: str, uri: str) -> dict[str, Any
         return None
     summary = store.read_json(f"{folder}/{SUMMARY}", SUMMARY_WAY_OUT)
     state = summary.get("state") if isinstance(summary, dict) else None
-    if not isinstance(state, dict) or state.get("uri") != uri or not isinstance(state.get("commit"), dict):
+    recorded = state.get("uri") if isinstance(state, dict) else None
+    if not isinstance(recorded, str) or normalized(recorded) != normalized(uri):  # one state, however it was named
+        return None
+    if not isinstance(state, dict) or not isinstance(state.get("commit"), dict):
         return None
     return dict(summary)
 

@@ -19,8 +19,9 @@ from jobs.fs.hadoop import FileSystem
 from jobs.fs.paths import absolute
 from jobs.fs.runs import run_folder, run_timestamp
 from jobs.manifest.base import Manifest, ManifestRun, RegisteredRun, run_key
+from jobs.manifest.completions import ManifestUsed, completed_runs, manifest_place
 from jobs.manifest.lake import LakeManifest
-from jobs.manifest.registration import remove_marker
+from jobs.manifest.registration import marked_run, remove_marker
 from jobs.manifest.requests import RequestManifest
 from jobs.manifest.unfinished import run_register
 from jobs.manifest.writer_lease import writer_lease
@@ -41,7 +42,7 @@ def abandon(spark: SparkSession, manifest: Manifest, output: str, run_id: str, p
     etl_time = int(run_timestamp(run_id).timestamp())
     with writer_lease(spark, manifest, "manifest abandon", run_id):
         register = run_register(manifest)
-        entry = register.entry(key)
+        entry = register.entry(key) or _marked(manifest, output, run_id)  # the output's record, if the entry was lost
         if entry is None:
             raise InvalidArgumentError(_not_registered(run_id, output, folder, manifest.uri, register.unfinished()))
         if entry.completed_before:  # its folder's marker removed by hand
@@ -61,6 +62,13 @@ def abandon(spark: SparkSession, manifest: Manifest, output: str, run_id: str, p
         "job": "manifest abandon", "run_id": run_id, "folder": folder, "manifest": manifest.uri,
         "removed": removed, "register_entry": True,
     }  # fmt: skip
+
+
+def _marked(manifest: Manifest, output: str, run_id: str) -> RegisteredRun | None:
+    """The run as its output's marker records it (`jobs.manifest.registration`), when the marker names `manifest`."""
+    completions = completed_runs(manifest)
+    used = ManifestUsed(manifest.uri, manifest_place(manifest), completions.identity())
+    return marked_run(absolute(output), run_id, used)
 
 
 def _not_registered(run_id: str, output: str, folder: str, uri: str, unfinished: list[RegisteredRun]) -> str:

@@ -23,6 +23,7 @@ import json
 import sqlite3
 import uuid
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.contract import DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
@@ -41,6 +42,21 @@ DYNAMODB_OUTPUTS_KEY = "winnow:outputs"
 DYNAMODB_IDENTITY_KEY = "winnow:identity"
 LAKE_COMPLETED = "_completed"
 LAKE_OUTPUTS = "_outputs"
+
+
+@dataclass(frozen=True)
+class ManifestUsed:
+    """The manifest a run uses, as `_LAST_COMPLETED.json` names it: its URI, its place (one way for each spelling
+    of the URI) and its identity (kept by copies; None: its kind keeps none)."""
+
+    uri: str
+    place: str
+    identity: str | None
+
+    def names(self, entry: dict[str, Any]) -> bool:
+        """Whether `entry` of a `_LAST_COMPLETED.json` is of this manifest (a copy under another name included)."""
+        same_identity = self.identity is not None and entry.get("identity") == self.identity
+        return same_identity or entry.get("place") == self.place
 
 
 class CompletedRuns(ABC):

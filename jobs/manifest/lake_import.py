@@ -13,8 +13,9 @@ from jobs.enriched.parse import UUID_PATTERN
 from jobs.errors import DamagedFileError
 from jobs.fs.paths import exact
 from jobs.manifest.base import ManifestError
-from jobs.manifest.lake import LakeManifest, id_halves
+from jobs.manifest.lake import LakeManifest
 from jobs.manifest.lake_state import RunEntries, State
+from jobs.manifest.lake_writes import id_halves
 from jobs.manifest.unfinished import DYNAMODB_RUNS_KEY
 from jobs.manifest.writer_lease import LEASE_KEY
 

@@ -20,6 +20,7 @@ from jobs.contract import SUCCESS_MARKER
 from jobs.errors import DamagedFileError
 from jobs.fs import store
 from jobs.manifest.base import RegisteredRun
+from jobs.manifest.completions import ManifestUsed
 from jobs.manifest.unfinished import RunRegister, UnfinishedRunError
 
 REGISTERED = "_registered"
@@ -57,9 +58,15 @@ def _way_out(path: str) -> str:
     return f"restore it from a copy, or redo the run its name says with the command in its register entry, then remove {path}"
 
 
-def require_registered(
-    register: RunRegister, output_root: str, names_manifest: Any, own_run_id: str, manifest_uri: str
-) -> None:
+def marked_run(output_root: str, run_id: str, manifest: ManifestUsed) -> RegisteredRun | None:
+    """The run `run_id` of `output_root` as its marker records it, when the marker names `manifest`."""
+    marker = read_marker(output_root, run_id)
+    if marker is None or not manifest.names(marker["manifest"]):
+        return None
+    return RegisteredRun(**{name: marker[name] for name in RegisteredRun.__dataclass_fields__})
+
+
+def require_registered(register: RunRegister, output_root: str, manifest: ManifestUsed, own_run_id: str) -> None:
     """Stop when a run of `output_root` marked as writing to this manifest has not completed and the manifest's
     register has no entry for it (the entry's stop, with its own line, comes from the register); a marker whose run
     sealed its folder (killed before removing it) is removed.
@@ -67,20 +74,25 @@ def require_registered(
     Raises:
         UnfinishedRunError: named, with the command that redoes the run (nothing was written).
     """
-    folder = f"{output_root.rstrip('/')}/{REGISTERED}"
+    folder, manifest_uri = f"{output_root.rstrip('/')}/{REGISTERED}", manifest.uri
     keys = {run.key for run in register.unfinished()}
     for file in store.list_files(folder):
         run_id = file.path.rsplit("/run=", 1)[-1].removesuffix(".json")
-        marker = read_marker(output_root, run_id)
-        if run_id == own_run_id or marker is None or not names_manifest(marker["manifest"]):
+        run = marked_run(output_root, run_id, manifest) if run_id != own_run_id else None
+        if run is None:
             continue
-        run = RegisteredRun(**{name: marker[name] for name in RegisteredRun.__dataclass_fields__})
         if store.exists(f"{run.folder}/{SUCCESS_MARKER}"):
             remove_marker(output_root, run_id)
         elif run.key not in keys:
+            abandon = (
+                ""
+                if run.completed_before
+                else f"If its input is gone for good, {run.abandon_command(manifest_uri)} abandons it (its events "
+                "then wait for a later batch). Else r"
+            )
             raise UnfinishedRunError(
                 f"manifest {manifest_uri}: run {run_id} of {output_root} wrote to it and has not completed (no "
                 f"{run.folder}/{SUCCESS_MARKER}; {file.path} says so), and the manifest's register of unfinished runs "
                 "has lost its entry (removed by hand, or with the lake's _runs/), so no later run may decide against "
-                f"its events; nothing was written. Redo it first: {run.redo}"
+                f"its events; nothing was written. {abandon or 'R'}edo it first: {run.redo}"
             )

@@ -27,12 +27,15 @@ MOVE_OUT = "Move it out of commits/ and run again"
 NOTHING = "nothing was written"
 
 
-def keyed(tmp_path: Path, run_id: str, ids: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+def keyed(
+    tmp_path: Path, run_id: str, ids: list[str], capsys: pytest.CaptureFixture[str], state: str = "state",
+    output: str = "out",
+) -> tuple[int, str]:  # fmt: skip
     """`keyed` of a csv of `ids` (key `id`) on the state `tmp_path/state`: its exit code and, when it failed, its
     last stderr line."""
     data = write_csv(tmp_path / f"in-{run_id}" / "a.csv", "id", ids)
     code = main(["keyed", "--input", str(data.parent), "--format", "csv", "--key", "id", "--output",
-                 str(tmp_path / "out"), "--state", str(tmp_path / "state"), "--run-id", run_id])  # fmt: skip
+                 str(tmp_path / output), "--state", str(tmp_path / state), "--run-id", run_id])  # fmt: skip
     err = capsys.readouterr().err.strip().splitlines()
     return code, err[-1] if err and code else ""
 
@@ -355,3 +358,30 @@ def test_an_older_copy_of_the_whole_state_stops_the_run_and_the_completed_runs_r
         [("a",), ("c",)],
         [("d",)],
     )
+
+
+def test_an_older_copy_of_a_state_named_through_a_link_is_found(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack 58's 03: runs gave the state through a link, the next its folder: the summaries' names differed, so
+    the older copy put back was not found (200 keys delivered again, exit 0)."""
+    (tmp_path / "state").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "state")
+    assert keyed(tmp_path, RUN1, ["a", "b"], capsys, state="link")[0] == 0
+    shutil.copytree(tmp_path / "state", tmp_path / "copy")
+    assert keyed(tmp_path, RUN2, ["c"], capsys, state="link")[0] == 0
+    shutil.rmtree(tmp_path / "state")
+    shutil.copytree(tmp_path / "copy", tmp_path / "state")
+    code, line = keyed(tmp_path, RUN3, ["a", "c", "d"], capsys)
+    assert (code, line.startswith(f"error: state {tmp_path / 'state'} is an older copy: ")) == (1, True), line
+
+
+def test_an_output_moved_whole_holds_its_completed_runs(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack 58's 04: the output renamed with its run folders; the newest commit's folder was looked for where it
+    was, so the next run stopped as if that run had not completed, and its printed redo led round in a loop."""
+    two_runs(tmp_path, capsys)
+    (tmp_path / "out").rename(tmp_path / "moved")
+    assert keyed(tmp_path, RUN3, ["a", "c", "d"], capsys, output="moved") == (0, "")
+    assert sorted(path.name for path in (tmp_path / "moved").glob("run=*")) == [f"run={r}" for r in (RUN1, RUN2, RUN3)]

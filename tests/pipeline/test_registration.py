@@ -100,3 +100,27 @@ def test_a_run_that_stopped_before_registering_leaves_no_marker_to_stop_the_next
     assert runs.dedup("cut", "out", RUN_B) == 1
     assert not (batches / "out" / "_registered" / f"run={RUN_B}.json").exists()
     assert runs.dedup("c", "out", RUN_C) == 0
+
+
+def test_a_run_that_never_completed_and_lost_its_entry_can_be_abandoned_as_printed(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its input gone for good: the printed abandon removes its pairs and its marker; its events wait for a later
+    batch (attack 58's 01: only a redo was offered, and `manifest abandon` refused a run the register lacked)."""
+    database = batches / "manifest"
+    runs = Outputs(batches, f"sqlite:{database}")
+    assert runs.dedup("a", "out", RUN_A, "--create") == 0
+    killed_after_clearing(monkeypatch)
+    assert runs.dedup("b", "out", RUN_B) == 1
+    monkeypatch.undo()
+    with sqlite3.connect(database) as db:
+        db.execute("DELETE FROM winnow_runs")
+
+    assert runs.dedup("c", "out", RUN_C) == 1
+    line = error_line(capsys)
+    abandon = shlex.split(line.split("If its input is gone for good, ", 1)[1].split(" abandons it", 1)[0])
+    assert main(abandon[abandon.index("manifest") :]) == 0
+    assert not (batches / "out" / "_registered" / f"run={RUN_B}.json").exists()
+    assert runs.dedup("c", "out", RUN_C) == 0
+    assert runs.dedup("b", "out", "2026-11-24-04-00-00") == 0  # the later batch that holds run B's events
+    assert runs.delivered("out") == sorted(numbered_id(n) for n in range(15))
