@@ -29,6 +29,7 @@ from jobs.contract import (
 )
 from jobs.dedup.job import manifest_for, tasks_at_once
 from jobs.dedup.stale import highest_recorded_generation, record_back_filled
+from jobs.dedup.synthetic import original_event_key
 from jobs.enriched.parse import parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.fs import store
@@ -252,7 +253,13 @@ def _populate(
         read = parsed.count()
         events = valid.count()
         progress(f"recording in {manifest.uri}")
-        distinct_pairs = valid.select("event_key", "fingerprint").distinct()
+        # A re-identified line's run recorded the id it replaced (`synthetic.original_event_key`), not its new one.
+        replaced = valid.select(original_event_key(F.col("line")).alias("event_key"), "fingerprint")
+        distinct_pairs = (
+            valid.select("event_key", "fingerprint")
+            .unionByName(replaced.where(F.col("event_key").isNotNull()))
+            .distinct()
+        )
         pairs = distinct_pairs.count()
         check = manifest.check_pairs(distinct_pairs, run, detect_synthetic=False)
         try:

@@ -15,6 +15,11 @@ CONTEXTS_SCHEMA = "iglu:com.snowplowanalytics.snowplow/contexts/jsonschema/1-0-0
 _EMPTY_DATA = r'^(.*?"data"\s*:\s*\[)\s*\]'
 _NONEMPTY_DATA = r'^(.*?"data"\s*:\s*\[)'
 _ENVELOPE = r'^\s*\{.*"data"\s*:\s*\[.*\}\s*$'
+_ORIGINAL_ID = (
+    r'"data"\s*:\s*\[\{"schema":"'
+    + DUPLICATE_SCHEMA.replace(".", r"\.")
+    + r'","data":\{"originalEventId":"([^"]+)"\}\}'
+)
 
 
 def uuid5(namespace: Column, name: Column) -> Column:
@@ -42,6 +47,14 @@ def duplicate_context(original_event_id: Column) -> Column:
         original_event_id,
         F.lit('"}}'),
     )
+
+
+def original_event_key(line: Column) -> Column:
+    """The `event_key` of the id a re-identified line replaced, from the duplicate context `reidentified_line`
+    prepended to its derived_contexts (null for any other line): the id its run recorded in the manifest."""
+    derived = F.element_at(F.split(line, "\t"), FIELD_INDEX["derived_contexts"] + 1)
+    found = F.regexp_extract(derived, _ORIGINAL_ID, 1)
+    return F.when(line.contains(DUPLICATE_SCHEMA) & (found != ""), lower_hex(found))
 
 
 def can_take_duplicate_context(derived_contexts: Column) -> Column:

@@ -183,3 +183,28 @@ def manifest_rows(database: Path) -> list[tuple[str, str, int, str]]:
     with contextlib.closing(sqlite3.connect(database)) as db:
         rows = db.execute("SELECT event_id, fingerprint, etl_time, run_key FROM events_manifest ORDER BY 1, 2")
         return [tuple(row) for row in rows]
+
+
+def test_a_back_fill_records_the_id_a_re_identified_copy_replaced(spark: SparkSession, tmp_path: Path) -> None:
+    """Attack 58's 02: a run re-identifies a copy of an id an earlier run delivered (`--synthetic reid`, the default)
+    and records the id it replaced; its good/ holds the new id, which was all a back-fill read: the same batch sent
+    again after the back-fill delivered the copy a second time, exit 0."""
+    write(tmp_path / "a" / "a.tsv", events(range(3)))
+    copy = event(numbered_id(0), app_id="another-app", event_fingerprint="fp-copy")  # event 0's id, another fingerprint
+    write(tmp_path / "b" / "b.tsv", [copy, *events(range(3, 5))])
+    out, manifest = tmp_path / "out", tmp_path / "manifest"
+
+    def dedup(batch: str, run_id: str, *more: str) -> int:
+        argv = ["dedup", "--input", str(tmp_path / batch), "--output", str(out), "--run-id", run_id]
+        return main([*argv, "--manifest", f"sqlite:{manifest}", *more])
+
+    assert dedup("a", RUN_1, "--create") == 0
+    assert dedup("b", RUN_2) == 0
+    ids = [line.split("\t")[6] for line in read_lines(out / f"run={RUN_2}" / "good")]
+    assert len(ids) == 3 and numbered_id(0) not in ids  # the copy, re-identified
+    manifest.unlink()  # lost: rebuilt from the output
+    back_fill = ["populate-manifest", "--input", str(out), "--manifest", f"sqlite:{manifest}", "--run-id", RUN_2]
+    assert main([*back_fill, "--create"]) == 0
+
+    assert dedup("b", RUN_3) == 0  # the same batch again
+    assert read_lines(out / f"run={RUN_3}" / "good") == []  # 35411f2..3611a19: the re-identified copy again
