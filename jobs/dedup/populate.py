@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import time
 from collections import Counter
@@ -30,7 +31,8 @@ from jobs.contract import (
 from jobs.dedup.job import manifest_for, tasks_at_once
 from jobs.dedup.stale import highest_recorded_generation, record_back_filled
 from jobs.dedup.synthetic import original_event_key
-from jobs.enriched.parse import parse_events
+from jobs.enriched.fields import FIELD_INDEX
+from jobs.enriched.parse import event_key, parse_events
 from jobs.errors import InvalidArgumentError
 from jobs.fs import store
 from jobs.fs.input import count_lines, open_input, read_whole, require_input, text_lines
@@ -234,18 +236,43 @@ def _populate_runs(
 ) -> dict[str, Any]:  # fmt: skip
     """`_populate` for each run's files: the manifest and counts parts of the summary, summed."""
     stats, counts = ManifestStats(), Counter[str]()
-    for run, paths in runs:
-        part = _populate(spark, config, text_lines(spark, paths), manifest, run, progress)
-        stats = stats.add(part["stats"])
-        counts.update(part["counts"])
+    delivered = _delivered_ids(spark, runs)
+    try:
+        for run, paths in runs:
+            # `base.later_only`: ids only a later run delivered (not an earlier one, nor this run itself)
+            earlier = delivered.where(F.col("run_id") <= run.run_id).select("event_key")
+            later = (
+                delivered.where(F.col("run_id") > run.run_id)
+                .select("event_key")
+                .join(earlier, "event_key", "left_anti")
+            )
+            part = _populate(spark, config, text_lines(spark, paths), manifest, run, progress, later)
+            stats = stats.add(part["stats"])
+            counts.update(part["counts"])
+    finally:
+        delivered.unpersist()
     keys = ("input", "bad", "events", "pairs_recorded", "pairs_already_present")
     return {"manifest": {"uri": manifest.uri, **asdict(stats)}, "counts": {key: counts[key] for key in keys}}
 
 
+def _delivered_ids(spark: SparkSession, runs: list[tuple[ManifestRun, list[str]]]) -> DataFrame:
+    """(`event_key`, `run_id`) of every line of the back-filled run folders' `good/`, persisted (read once)."""
+    event_id = F.element_at(F.split("value", "\t"), FIELD_INDEX["event_id"] + 1)
+    folders = [(run, paths) for run, paths in runs if all(DEDUP_RUN_OUTPUT.match(path) for path in paths)]
+    parts = [text_lines(spark, paths).select(event_key(event_id).alias("event_key"), F.lit(run.run_id).alias("run_id"))
+             for run, paths in folders]  # fmt: skip
+    if not parts:
+        return spark.createDataFrame([], "event_key STRING, run_id STRING")
+    return functools.reduce(DataFrame.unionByName, parts).persist(StorageLevel.MEMORY_AND_DISK)
+
+
 def _populate(
-    spark: SparkSession, config: JobConfig, lines: DataFrame, manifest: Manifest, run: ManifestRun, progress: Progress
-) -> dict[str, Any]:
-    """Check-and-set every distinct valid pair of `lines` as `run`: its manifest figures and counts."""
+    spark: SparkSession, config: JobConfig, lines: DataFrame, manifest: Manifest, run: ManifestRun, progress: Progress,
+    later_ids: DataFrame,
+) -> dict[str, Any]:  # fmt: skip
+    """Check-and-set every distinct valid pair of `lines` as `run`: its manifest figures and counts. A line
+    re-identified by its run also records the id it replaced, as its run did, unless only a later run delivered that
+    id (`later_ids`): a run done after a later one records no copy of such an id (`base.later_only`)."""
     parsed = parse_events(lines, config.dedup.fingerprint_fields).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         progress(f"reading the files recorded as run {run.run_id}")
@@ -255,11 +282,8 @@ def _populate(
         progress(f"recording in {manifest.uri}")
         # A re-identified line's run recorded the id it replaced (`synthetic.original_event_key`), not its new one.
         replaced = valid.select(original_event_key(F.col("line")).alias("event_key"), "fingerprint")
-        distinct_pairs = (
-            valid.select("event_key", "fingerprint")
-            .unionByName(replaced.where(F.col("event_key").isNotNull()))
-            .distinct()
-        )
+        replaced = replaced.where(F.col("event_key").isNotNull()).join(later_ids, "event_key", "left_anti")
+        distinct_pairs = valid.select("event_key", "fingerprint").unionByName(replaced).distinct()
         pairs = distinct_pairs.count()
         check = manifest.check_pairs(distinct_pairs, run, detect_synthetic=False)
         try:
