@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from jobs.dedup.stale import record_completion, require_completions
@@ -18,6 +19,12 @@ from jobs.manifest.unfinished import RunRegister, run_register
 from jobs.runtime.invocation import absolute_uri
 
 
+def new_attempt() -> str:
+    """An attempt id that sorts by when it was made (then a random part): a manifest holding a later attempt of a
+    run than its output names was not copied before it (a kill between the two records leaves exactly that)."""
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:12]}"
+
+
 @dataclass
 class RunBook:
     """The register and completion records of the run of run key `key` on one manifest."""
@@ -26,7 +33,7 @@ class RunBook:
     completions: CompletedRuns
     used: ManifestUsed
     key: str
-    attempt: str = field(default_factory=lambda: uuid.uuid4().hex)
+    attempt: str = field(default_factory=lambda: new_attempt())
 
     @classmethod
     def of(cls, manifest: Manifest, key: str) -> RunBook:

@@ -4,7 +4,7 @@ Such a copy lacks the pairs of the runs that completed after it was taken: every
 events again, exit 0. Each dedup run with a manifest, once sealed, records its completion in the manifest
 (`jobs.manifest.completions`: its run key and the id of this attempt), then names that completion in its output's
 `_LAST_COMPLETED.json`, one entry per manifest. A run first looks the entry for its manifest up in the manifest: a
-manifest that lacks it (or holds another attempt's) was copied before that run completed, and the run stops before it
+manifest that lacks it (or holds an earlier attempt of it) was copied before that run completed, and the run stops before it
 writes anything. Runs on one manifest are serialized by its writer lease, so a copy that holds the newest completion
 holds every earlier one: whatever other outputs did with the copy since, whatever the ids' order.
 
@@ -135,8 +135,8 @@ def require_completions(
             path, entry = last_completed(output, manifest)
         if entry is None or not isinstance(entry.get("ttl"), int) or entry["ttl"] <= now:
             continue  # none, or its pairs have expired with it
-        found = completions.attempt(str(entry.get("run_key")))
-        if found != entry.get("attempt"):
+        found, named = completions.attempt(str(entry.get("run_key"))), str(entry.get("attempt"))
+        if found is None or found < named:  # a later attempt: killed before the output named it
             raise StaleManifestError(_older_copy(manifest.uri, output, path, str(entry.get("run_id")), found))
 
 

@@ -266,3 +266,26 @@ def test_an_output_from_before_completion_records_is_checked_by_its_count(
     assert f"is an older copy: {summary} records it at generation 2 (each run adds to it), and it is at 1" in (
         error_line(capsys)
     )
+
+
+def test_a_redo_is_told_apart_from_an_older_copy_by_its_attempt(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A redo killed between its completion record and `_LAST_COMPLETED.json` leaves the manifest a later attempt
+    than the output names: no older copy (attack 58's 06: a false stop). A copy from before the redo holds an earlier
+    attempt than the output names: an older copy."""
+    database, last = batches / "manifest", batches / "out" / "_LAST_COMPLETED.json"
+    runs = Outputs(batches, f"sqlite:{database}")
+    runs.older_copy_of_two_runs(database)
+    shutil.copy(database, batches / "before-redo")
+    shutil.copy(last, batches / "last-before-redo")
+    assert runs.dedup("b", "out", RUN_B) == 0  # a redo of the newest run
+    shutil.copy(database, batches / "after-redo")
+
+    put_back(batches / "before-redo", database)  # a copy from before the redo
+    assert runs.dedup("c", "out", RUN_C) == 1
+    assert "holds an earlier attempt of it" in stop_line(capsys, RUN_B, batches / "out")
+
+    put_back(batches / "after-redo", database)
+    shutil.copy(batches / "last-before-redo", last)  # as a kill before the output named the redo leaves it
+    assert runs.dedup("c", "out", RUN_C) == 0  # 3611a19: stopped, "holds an earlier attempt of it"
