@@ -38,9 +38,10 @@ from jobs.fs import store
 from jobs.fs.input import count_lines, open_input, read_whole, require_input, text_lines
 from jobs.fs.paths import absolute, qualified
 from jobs.fs.runs import RUN_ID_PATTERN, run_timestamp
-from jobs.manifest import Manifest, ManifestRun
+from jobs.manifest import Manifest, ManifestRun, open_manifest
 from jobs.manifest.base import SEEN_EARLIER, ManifestStats, back_filled_key, run_key
 from jobs.manifest.completions import ManifestUsed, completed_runs, manifest_place
+from jobs.manifest.registration import marked_run
 from jobs.manifest.unfinished import run_register
 from jobs.manifest.writer_lease import writer_lease
 from jobs.runtime.invocation import absolute_uri
@@ -85,7 +86,7 @@ def run(
     input_path = absolute(input_path)
     require_input(spark, input_path)
     if input_format == "enriched":  # refused before the manifest is created or touched
-        listing, not_delivered = delivered_files(input_path)
+        listing, not_delivered = delivered_files(input_path, config.manifest.uri)
     manifest = manifest_for(config, create_manifest)
     if manifest is None:  # cannot happen with a URI set; narrows the type
         raise InvalidArgumentError(NO_MANIFEST_URI)
@@ -114,7 +115,16 @@ def run(
     }
 
 
-def delivered_files(input_path: str) -> tuple[store.Listing, dict[str, int]]:
+def _marked_for(run_folder: str, manifest_uri: str | None) -> bool:
+    """Whether the output's marker of the unfinished run in `run_folder` names the manifest `manifest_uri`."""
+    if manifest_uri is None:
+        return False
+    output, name = run_folder.rstrip("/").rsplit("/", 1)
+    used = ManifestUsed(manifest_uri, manifest_place(open_manifest(manifest_uri)), None)
+    return marked_run(output, name.removeprefix("run="), used) is not None
+
+
+def delivered_files(input_path: str, manifest_uri: str | None = None) -> tuple[store.Listing, dict[str, int]]:
     """The input files a back-fill records, and how many it leaves out by folder. Of a dedup run folder under the
     input (`…/run=ID/good/…`), only the `good/` of a completed run was delivered: its `duplicates/`, `quarantine/`,
     `bad/` and `summary.json` are left out, and a run folder without `_SUCCESS` stops the back-fill. Every other
@@ -129,6 +139,10 @@ def delivered_files(input_path: str) -> tuple[store.Listing, dict[str, int]]:
     An input that holds `deduplicated/` is a `run` output (`OUT/deduplicated/run=ID/`, `OUT/shredded/run=ID/`): only
     its `deduplicated/` is read, as a dedup output; every file beside it (the shred's) is left out, counted by its
     folder under the input.
+
+    A run folder without `_SUCCESS` whose run is marked in its output as writing to the manifest being back-filled
+    (`manifest_uri`) is left out instead: its redo comes next, and its marker stops every other run of its output
+    until then (an older copy of the manifest put back while that run was unfinished).
 
     Raises:
         InvalidArgumentError: the input holds a dedup run folder that has not completed (nothing was written).
@@ -154,7 +168,12 @@ def delivered_files(input_path: str) -> tuple[store.Listing, dict[str, int]]:
             kept.append(file)
         elif sealed[run]:
             left_out[output["folder"] if output["folder"] == SUMMARY else f"{output['folder']}/"] += 1
-    unfinished = sorted(run for run, done in sealed.items() if not done)
+    # A run of this manifest killed while writing is redone after the back-fill: its marker stops every other run
+    # of its output until then (`jobs.manifest.registration`), and none of its events is recorded here.
+    redone = {run for run, done in sealed.items() if not done and _marked_for(run, manifest_uri)}
+    for run in redone:
+        left_out[f"{run.rsplit('/', 1)[-1]}/ (not completed: redo it next)"] += 1
+    unfinished = sorted(run for run, done in sealed.items() if not done and run not in redone)
     if unfinished:
         raise InvalidArgumentError(
             f"--input: {input_path} holds {len(unfinished)} dedup run folder(s) without {SUCCESS_MARKER}: "

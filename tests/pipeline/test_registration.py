@@ -124,3 +124,29 @@ def test_a_run_that_never_completed_and_lost_its_entry_can_be_abandoned_as_print
     assert runs.dedup("c", "out", RUN_C) == 0
     assert runs.dedup("b", "out", "2026-11-24-04-00-00") == 0  # the later batch that holds run B's events
     assert runs.delivered("out") == sorted(numbered_id(n) for n in range(15))
+
+
+def test_an_older_copy_put_back_while_a_run_is_unfinished_is_back_filled_then_the_run_redone(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack 58's 07: run C killed, then the manifest put back as it was after run A. C's redo asked for the
+    back-fill, which refused C's unfinished folder, and the back-fill of each folder alone recorded no completion:
+    no printed way led on. The back-fill now leaves out an unfinished run of this manifest (its marker still stops
+    every other run until it is redone)."""
+    database = batches / "manifest"
+    runs = Outputs(batches, f"sqlite:{database}")
+    runs.older_copy_of_two_runs(database)
+    killed_after_clearing(monkeypatch)
+    assert runs.dedup("c", "out", RUN_C) == 1
+    monkeypatch.undo()
+    part = batches / "out" / f"run={RUN_C}" / "good" / "part-00000.txt"
+    part.parent.mkdir(parents=True)
+    part.write_text("")  # what a kill while it wrote leaves
+    shutil.copy(batches / "copy", database)  # the disk lost: last night's copy put back
+
+    assert runs.dedup("c", "out", RUN_C) == 1  # the redo
+    back_fill = error_line(capsys).split("back-fill the completed runs into it (", 1)[1].split(", and the same")[0]
+    words = shlex.split(back_fill)
+    assert main(words[words.index("populate-manifest") :]) == 0
+    assert runs.dedup("c", "out", RUN_C) == 0
+    assert runs.delivered("out") == sorted(numbered_id(n) for n in range(15))
