@@ -5,11 +5,12 @@ holds those events."""
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from pyspark.sql import DataFrame
 
 from jobs.contract import SUCCESS_MARKER
-from jobs.errors import InvalidArgumentError
+from jobs.errors import DamagedFileError, InvalidArgumentError
 from jobs.fs.run_folder import RunFolder
 from jobs.manifest import Manifest, ManifestRun
 from jobs.manifest.registration import read_marker
@@ -25,7 +26,7 @@ def refuse_another_manifest(folder: RunFolder, given: str | None) -> bool:
         InvalidArgumentError: the run completed with another manifest, or with none (nothing was written).
     """
     completed = folder.completed_summary()
-    marker = read_marker(folder.path.rstrip("/").rsplit("/", 1)[0], folder.run_id) if completed is None else None
+    marker = _own_marker(folder) if completed is None else None
     if completed is None and marker is not None and marker.get("completed_before"):  # its `_COMPLETED_BEFORE` lost
         completed = {"manifest": marker["manifest"]}
     if completed is None:
@@ -39,6 +40,15 @@ def refuse_another_manifest(folder: RunFolder, given: str | None) -> bool:
         f"gives {given or 'none'}: it could not check the events later runs decided against there. Allowed: "
         f"{allowed} (as it completed), or a new run id for the batch. Nothing was written"
     )
+
+
+def _own_marker(folder: RunFolder) -> dict[str, Any] | None:
+    """The run's own marker (`jobs.manifest.registration`); a damaged one counts as none: this run writes it anew
+    as it registers (attack 58's 09: its line said to redo the run, which then stopped on it)."""
+    try:
+        return read_marker(folder.path.rstrip("/").rsplit("/", 1)[0], folder.run_id)
+    except DamagedFileError:
+        return None
 
 
 def _same_manifest(recorded: str | None, given: str | None) -> bool:

@@ -55,7 +55,10 @@ def read_marker(output_root: str, run_id: str) -> dict[str, Any] | None:
 
 
 def _way_out(path: str) -> str:
-    return f"restore it from a copy, or redo the run its name says with the command in its register entry, then remove {path}"
+    return (
+        f"restore it from a copy, or remove {path} and run again (the manifest's register still names that run if it "
+        "did not complete, and the next run then prints its redo)"
+    )
 
 
 def marked_run(output_root: str, run_id: str, manifest: ManifestUsed) -> RegisteredRun | None:

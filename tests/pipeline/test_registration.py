@@ -150,3 +150,31 @@ def test_an_older_copy_put_back_while_a_run_is_unfinished_is_back_filled_then_th
     assert main(words[words.index("populate-manifest") :]) == 0
     assert runs.dedup("c", "out", RUN_C) == 0
     assert runs.delivered("out") == sorted(numbered_id(n) for n in range(15))
+
+
+def test_a_cut_marker_is_named_and_both_ways_on_complete(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack 58's 09: a run's marker cut short stopped every run, its redo included (a loop)."""
+    database = batches / "manifest"
+    runs = Outputs(batches, f"sqlite:{database}")
+    assert runs.dedup("a", "out", RUN_A, "--create") == 0
+    killed_after_clearing(monkeypatch)
+    assert runs.dedup("b", "out", RUN_B) == 1
+    monkeypatch.undo()
+    marker = batches / "out" / "_registered" / f"run={RUN_B}.json"
+    marker.write_bytes(marker.read_bytes()[:40])
+
+    assert runs.dedup("c", "out", RUN_C) == 1
+    assert error_line(capsys).endswith(
+        f"restore it from a copy, or remove {marker} and run again (the manifest's register still names that run if "
+        "it did not complete, and the next run then prints its redo)"
+    )
+    marker.unlink()  # as the line says
+    assert runs.dedup("c", "out", RUN_C) == 1  # the register's line: run B first
+    assert f"run {RUN_B} recorded its events and has not completed" in error_line(capsys)
+
+    marker.write_bytes(b'{"run_id": ')  # cut again: its own redo goes through all the same
+    assert runs.dedup("b", "out", RUN_B) == 0
+    assert runs.dedup("c", "out", RUN_C) == 0
+    assert runs.delivered("out") == sorted(numbered_id(n) for n in range(15))
