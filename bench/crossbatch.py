@@ -949,7 +949,7 @@ def main(argv: list[str] | None = None) -> int:
         from jobs.dedup.inbatch import delivered_pairs
         from jobs.enriched.parse import narrow_events
         from jobs.fs.input import read_lines
-        from jobs.manifest.lake import keyed_pairs
+        from jobs.manifest.lake_writes import keyed_pairs
 
         fields = session.config.dedup.fingerprint_fields
         pairs: dict[str, Any] = {}

@@ -20,11 +20,12 @@ can part, each found before a run writes anything:
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from typing import Any
 
-from jobs.contract import SUCCESS_MARKER, SUMMARY
+from jobs.contract import LAST_COMPLETED, SUCCESS_MARKER, SUMMARY
 from jobs.errors import DamagedFileError
 from jobs.fs import store
 from jobs.fs.paths import normalized
@@ -54,19 +55,43 @@ def identity(commit: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if commit is None else {"run_id": commit["run_id"], "depth": commit["depth"]}
 
 
-def require_sealed(uri: str, output_root: str, start: dict[str, Any] | None) -> None:
-    """Stop when `start` (the commit this run starts from) is a run's whose folder holds no `_SUCCESS`: the folder
-    the commit names, or that run's folder under `output_root` (an output moved since, with its folders).
+def record_completed(output_root: str, state_uri: str, run_id: str, digest: str) -> None:
+    """After the run's `_SUCCESS`: `OUT/_LAST_COMPLETED.json` names its commit, so a run folder moved away once it
+    completed (a loader's archive step) is not taken for one that stopped after its commit."""
+    path = f"{output_root.rstrip('/')}/{LAST_COMPLETED}"
+    document = store.read_json(path, "put its earlier copy back, or remove it")
+    place = normalized(state_uri)
+    states = [entry for entry in (document or {}).get("states", []) if entry.get("state") != place]
+    states.append({"state": place, "run_id": run_id, "sha256": digest})
+    store.write_bytes(path, (json.dumps({"states": states}, indent=1) + "\n").encode())
+
+
+def _completed_here(log: CommitLog, output_root: str, run_id: str) -> bool:
+    """Whether `OUT/_LAST_COMPLETED.json` names the state's commit of run `run_id`, as it is, as completed."""
+    document = store.read_json(f"{output_root.rstrip('/')}/{LAST_COMPLETED}", "put its earlier copy back, or remove it")
+    place = normalized(log.uri)
+    entry = next((e for e in (document or {}).get("states", []) if e.get("state") == place), None)
+    data = store.read_bytes(log.path(run_id)) if entry is not None and entry.get("run_id") == run_id else None
+    return data is not None and entry is not None and sha256(data) == entry.get("sha256")
+
+
+def require_sealed(log: CommitLog, output_root: str, start: dict[str, Any] | None) -> None:
+    """Stop when `start` (the commit this run starts from) is a run's that did not complete: no `_SUCCESS` in the
+    folder the commit names, nor in that run's folder under `output_root` (an output moved since, with its folders),
+    and `output_root`'s `_LAST_COMPLETED.json` does not name that commit (a run folder archived once completed).
 
     Raises:
         UnfinishedCommitError: named, with the command that redoes that run (nothing was written).
     """
+    uri = log.uri
     run = (start or {}).get("run")
     if not isinstance(run, dict):
         return  # a commit from before runs were named in it: nothing to check
     assert start is not None
     folders = (run["folder"], run_folder(output_root, start["run_id"]))
     if any(store.exists(f"{folder}/{SUCCESS_MARKER}") for folder in folders):
+        return
+    if _completed_here(log, output_root, start["run_id"]):
         return
     raise UnfinishedCommitError(
         f"state {uri}: its newest commit {uri}/commits/{start['run_id']}.json is run {start['run_id']}'s, whose run "

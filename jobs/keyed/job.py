@@ -137,7 +137,7 @@ def _run(
     store = BucketStore(spark, state_uri)
     parent = store.parent(run_id)
     # Before anything is written: the state and the output's completed runs must agree (jobs.keyed.completion).
-    completion.require_sealed(state_uri, absolute(options.output), parent)
+    completion.require_sealed(store.log, absolute(options.output), parent)
     completion.require_current(store.log, absolute(options.output), run_id, parent)
     settings = store.settle(parent, given, options.bucket_span is not None, options.bucket_count is not None)
     listing = list_records(spark, input_path)
@@ -226,6 +226,7 @@ def _run(
     }
     folder.write_json("summary.json", summary)
     folder.seal()
+    completion.record_completed(absolute(options.output), state_uri, run_id, digest)
     return summary
 
 

@@ -303,10 +303,13 @@ def test_a_run_stopped_after_its_commit_is_redone_before_the_next(
     output, and the next run, once the lease was gone, delivered them nowhere (attack 10A's 02: 100 of 600 keys
     lost). The next run now stops with the command that redoes RUN3; pasted, it gives RUN3's rows."""
     state = two_runs(tmp_path, capsys)
+    last = tmp_path / "out" / "_LAST_COMPLETED.json"
+    before = last.read_bytes()
     assert keyed(tmp_path, RUN3, ["a", "d", "e"], capsys) == (0, "")
     folder = tmp_path / "out" / f"run={RUN3}"
     for name in ("_SUCCESS", "summary.json"):  # as a kill after the commit leaves it
         (folder / name).unlink()
+    last.write_bytes(before)  # written after the _SUCCESS
     run4 = "2026-11-04-00-00-00"
     code, line = keyed(tmp_path, run4, ["d", "e", "f"], capsys)
     assert (code, line.split(" (", 1)[0]) == (
@@ -385,3 +388,18 @@ def test_an_output_moved_whole_holds_its_completed_runs(
     (tmp_path / "out").rename(tmp_path / "moved")
     assert keyed(tmp_path, RUN3, ["a", "c", "d"], capsys, output="moved") == (0, "")
     assert sorted(path.name for path in (tmp_path / "moved").glob("run=*")) == [f"run={r}" for r in (RUN1, RUN2, RUN3)]
+
+
+def test_a_completed_run_folder_archived_is_not_taken_for_a_stopped_run(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack 58's 10: the newest run's folder moved away once loaded (an archive step); the next run stopped as if
+    that run had stopped after its commit, and its printed redo delivered its 100 keys a second time."""
+    two_runs(tmp_path, capsys)
+    (tmp_path / "archive").mkdir()
+    (tmp_path / "out" / f"run={RUN2}").rename(tmp_path / "archive" / f"run={RUN2}")
+    assert keyed(tmp_path, RUN3, ["a", "c", "d"], capsys) == (0, "")
+    assert (rows(spark, tmp_path, "duplicate", RUN3), rows(spark, tmp_path, "unique", RUN3)) == (
+        [("a",), ("c",)],
+        [("d",)],
+    )

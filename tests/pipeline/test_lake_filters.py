@@ -16,9 +16,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from jobs.manifest import lake_filter
-from jobs.manifest.lake import id_halves
 from jobs.manifest.lake_filter import entry_bucket, filter_hash, filter_matches, register_filters, write_filter
 from jobs.manifest.lake_state import State
+from jobs.manifest.lake_writes import id_halves
 from tests.pipeline.test_lake_integrity import RESTORE, refused
 from tests.pipeline.test_lake_manifest import IDS, commits, config, dedup, line, write_batch
 
