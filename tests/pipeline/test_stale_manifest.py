@@ -196,7 +196,7 @@ def test_a_copy_taken_while_a_run_was_writing_is_found(
     database = batches / "manifest"
     runs = Outputs(batches, f"{backend}:{database}")
     assert runs.dedup("a", "out", RUN_A, "--create") == 0
-    register = SqliteRunRegister if backend == "sqlite" else LakeRunRegister
+    register: type[RunRegister] = SqliteRunRegister if backend == "sqlite" else LakeRunRegister
     begin = register.begin
 
     def begin_and_copy(self: RunRegister, run: RegisteredRun) -> None:
