@@ -34,6 +34,13 @@ def killed_after_clearing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(RunFolder, "clear", clear_and_stop)
 
 
+def killed(runs: Outputs, monkeypatch: pytest.MonkeyPatch, batch: str, run_id: str) -> None:
+    """Run `run_id` of `batch` into `out`, stopped right after clearing its folder (`killed_after_clearing`)."""
+    killed_after_clearing(monkeypatch)
+    assert runs.dedup(batch, "out", run_id) == 1
+    monkeypatch.undo()
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "lake"])
 def test_a_run_whose_register_entry_was_lost_stops_the_next_run_until_it_is_redone(
     spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -71,9 +78,7 @@ def test_a_completed_runs_redo_without_its_marker_is_held_to_its_manifest(
     database = batches / "manifest"
     runs = Outputs(batches, f"sqlite:{database}")
     assert runs.dedup("a", "out", RUN_A, "--create") == 0
-    killed_after_clearing(monkeypatch)
-    assert runs.dedup("a", "out", RUN_A) == 1
-    monkeypatch.undo()
+    killed(runs, monkeypatch, "a", RUN_A)
     (batches / "out" / f"run={RUN_A}" / "_COMPLETED_BEFORE").unlink()
 
     argv = ["dedup", "--input", str(batches / "a"), "--output", str(batches / "out"), "--run-id", RUN_A]
@@ -110,9 +115,7 @@ def test_a_run_that_never_completed_and_lost_its_entry_can_be_abandoned_as_print
     database = batches / "manifest"
     runs = Outputs(batches, f"sqlite:{database}")
     assert runs.dedup("a", "out", RUN_A, "--create") == 0
-    killed_after_clearing(monkeypatch)
-    assert runs.dedup("b", "out", RUN_B) == 1
-    monkeypatch.undo()
+    killed(runs, monkeypatch, "b", RUN_B)
     with sqlite3.connect(database) as db:
         db.execute("DELETE FROM winnow_runs")
 
@@ -136,9 +139,7 @@ def test_an_older_copy_put_back_while_a_run_is_unfinished_is_back_filled_then_th
     database = batches / "manifest"
     runs = Outputs(batches, f"sqlite:{database}")
     runs.older_copy_of_two_runs(database)
-    killed_after_clearing(monkeypatch)
-    assert runs.dedup("c", "out", RUN_C) == 1
-    monkeypatch.undo()
+    killed(runs, monkeypatch, "c", RUN_C)
     part = batches / "out" / f"run={RUN_C}" / "good" / "part-00000.txt"
     part.parent.mkdir(parents=True)
     part.write_text("")  # what a kill while it wrote leaves
@@ -159,9 +160,7 @@ def test_a_cut_marker_is_named_and_both_ways_on_complete(
     database = batches / "manifest"
     runs = Outputs(batches, f"sqlite:{database}")
     assert runs.dedup("a", "out", RUN_A, "--create") == 0
-    killed_after_clearing(monkeypatch)
-    assert runs.dedup("b", "out", RUN_B) == 1
-    monkeypatch.undo()
+    killed(runs, monkeypatch, "b", RUN_B)
     marker = batches / "out" / "_registered" / f"run={RUN_B}.json"
     marker.write_bytes(marker.read_bytes()[:40])
 

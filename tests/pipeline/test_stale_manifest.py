@@ -99,7 +99,10 @@ def test_an_older_copy_of_the_manifest_stops_the_next_run_until_the_printed_back
     assert back_fill.endswith(
         f"populate-manifest --input {shlex.quote(str(out))} --manifest {shlex.quote(uri)} --run-id {RUN_B}"
     )
-    paste(back_fill)
+    if backend == "sqlite":
+        paste(back_fill)  # through a shell once: a Spark start each
+    else:
+        follow(back_fill)
 
     assert dedup("b", RUN_C) == 0
     assert read_lines(out / f"run={RUN_C}" / "good") == []  # each of run B's events is delivered once
@@ -142,7 +145,7 @@ def batches(tmp_path: Path) -> Path:
     return three_batches(tmp_path)
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "lake"])
+@pytest.mark.parametrize("backend", ["sqlite"])  # the lake's records: in the tests above and below
 def test_an_older_copy_is_found_by_every_output_on_the_manifest_whatever_the_others_ran_since(
     spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], backend: str
 ) -> None:
