@@ -33,7 +33,7 @@ class RunBook:
     completions: CompletedRuns
     used: ManifestUsed
     key: str
-    attempt: str = field(default_factory=lambda: new_attempt())
+    attempt: str = field(default_factory=new_attempt)
 
     @classmethod
     def of(cls, manifest: Manifest, key: str) -> RunBook:

@@ -149,7 +149,7 @@ def delivered_files(input_path: str, manifest_uri: str | None = None) -> tuple[s
     """
     root = input_path.rstrip("/")
     listing = store.list_input(input_path)
-    outputs = [root, f"{root}/{DEDUPLICATED}"] if DEDUPLICATED in store.subfolders(root) else [root]
+    outputs = _output_roots(input_path)
     kept, left_out = [], Counter[str]()
     sealed = {folder: done for output in outputs for folder, done in _unsealed_run_folders(output).items()}
     for file in listing.files:

@@ -88,11 +88,16 @@ def require_not_older(register: RunRegister, output_root: str, manifest_uri: str
 def last_completed(output_root: str, manifest: ManifestUsed) -> tuple[str, dict[str, Any] | None]:
     """The path of `output_root`'s `_LAST_COMPLETED.json` and its entry for `manifest` (None: there is none)."""
     path = f"{output_root.rstrip('/')}/{LAST_COMPLETED}"
+    return path, next((entry for entry in _entries(path) if manifest.names(entry)), None)
+
+
+def _entries(path: str) -> list[dict[str, Any]]:
+    """The entries of the `_LAST_COMPLETED.json` at `path`, one per manifest ([]: there is none)."""
     document = store.read_json(
-        path, f"put its earlier copy back, or remove it (runs of {output_root} are then checked as before it was kept)"
+        path, "put its earlier copy back, or remove it (its output's runs are then checked as before it was kept)"
     )
     entries = document.get("manifests", []) if isinstance(document, dict) else []
-    return path, next((entry for entry in entries if isinstance(entry, dict) and manifest.names(entry)), None)
+    return [entry for entry in entries if isinstance(entry, dict)]
 
 
 def record_completion(
@@ -104,12 +109,7 @@ def record_completion(
     root = normalized(output_root)
     completions.record(run.key, attempt, run.ttl, root)
     path = f"{root}/{LAST_COMPLETED}"
-    document = store.read_json(path, "put its earlier copy back, or remove it")
-    entries = [
-        entry
-        for entry in (document or {}).get("manifests", [])
-        if isinstance(entry, dict) and not manifest.names(entry)
-    ]
+    entries = [entry for entry in _entries(path) if not manifest.names(entry)]
     entries.append({
         "uri": manifest.uri, "place": manifest.place, "identity": manifest.identity, "run_id": run.run_id,
         "run_key": run.key, "attempt": attempt, "ttl": run.ttl, "folder": run.folder,
@@ -168,15 +168,12 @@ def _ways_on(output: str, manifest_uri: str) -> str:
     )
 
 
-def record_back_filled(completions: CompletedRuns, output_roots: list[str], manifest: ManifestUsed) -> list[str]:
+def record_back_filled(completions: CompletedRuns, output_roots: list[str], manifest: ManifestUsed) -> None:
     """After a back-fill of the completed run folders under `output_roots` into the manifest: the last completion
     each output's `_LAST_COMPLETED.json` names for it recorded again, when that run's folder is sealed (its `good/`
-    was back-filled). The run ids recorded."""
-    recorded = []
+    was back-filled)."""
     for output in output_roots:
         _, entry = last_completed(normalized(output), manifest)
         if entry is None or not store.exists(f"{str(entry.get('folder')).rstrip('/')}/{SUCCESS_MARKER}"):
             continue
         completions.record(str(entry["run_key"]), str(entry["attempt"]), int(entry["ttl"]), normalized(output))
-        recorded.append(str(entry.get("run_id")))
-    return recorded
