@@ -41,6 +41,7 @@ from jobs.incremental.ledger import Plan, plan_run, record_read
 from jobs.incremental.window import Window
 from jobs.manifest import Manifest, ManifestCheck, ManifestRun, ManifestStats, open_manifest
 from jobs.manifest.base import ManifestError, RegisteredRun, run_key
+from jobs.manifest.completions import completed_runs
 from jobs.manifest.writer_lease import writer_lease
 from jobs.prog import local_prog
 from jobs.runtime.invocation import absolute_uri, command
@@ -129,7 +130,7 @@ def run(
     require_input(spark, input_path)
     check_apart("--output", output_path, {"--input": input_path})
     folder = RunFolder(spark, output_path, run_id, "dedup", sorted(set(OUTPUT_FOLDERS.values())))
-    completed = refuse_another_manifest(folder, config.manifest.uri)
+    completed = refuse_another_manifest(folder, config.manifest.uri, lambda: _identity_of(config))
     try:  # a completed run's redo never makes its manifest: it must find the entries it completed with
         manifest = manifest_for(config, create_manifest and not completed)  # a wrong table stops the run here
     except ManifestError as err:
@@ -194,6 +195,15 @@ def run(
             if book is not None:
                 book.complete(output_path, registered)
     return summary
+
+
+def _identity_of(config: JobConfig) -> str | None:
+    """The identity of the configured manifest (a copy restored under another name keeps it), or None."""
+    try:
+        manifest = manifest_for(config)
+    except ManifestError:
+        return None
+    return None if manifest is None else completed_runs(manifest).identity()
 
 
 def _redo_command(input_path: str, output_path: str, run_id: str, incremental: bool, config: JobConfig) -> str:

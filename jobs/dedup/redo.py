@@ -5,6 +5,7 @@ holds those events."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -13,32 +14,57 @@ from jobs.contract import SUCCESS_MARKER
 from jobs.errors import DamagedFileError, InvalidArgumentError
 from jobs.fs.run_folder import RunFolder
 from jobs.manifest import Manifest, ManifestRun
+from jobs.manifest.base import run_key
 from jobs.manifest.registration import read_marker
 from jobs.runtime.invocation import absolute_uri
 
 
-def refuse_another_manifest(folder: RunFolder, given: str | None) -> bool:
+def refuse_another_manifest(folder: RunFolder, given: str | None, identity_of_given: Callable[[], str | None]) -> bool:
     """A redo of a completed run (or of its redo, stopped before its seal) must use the manifest the run completed
-    with: later runs decided against its entries there, and a redo elsewhere (or with none) checks nothing of them.
+    with (by its URI, or by the identity a copy of it keeps, `identity_of_given`), in the folder it completed in:
+    later runs decided against its entries there, and a redo elsewhere (or with none) checks nothing of them.
     Returns whether the folder holds (or held) a completed run.
 
     Raises:
-        InvalidArgumentError: the run completed with another manifest, or with none (nothing was written).
+        InvalidArgumentError: the run completed with another manifest, or with none, or in another folder (nothing
+            was written).
     """
     completed = folder.completed_summary()
     marker = _own_marker(folder) if completed is None else None
     if completed is None and marker is not None and marker.get("completed_before"):  # its `_COMPLETED_BEFORE` lost
-        completed = {"manifest": marker["manifest"]}
+        completed = {"manifest": marker["manifest"], "output": marker.get("folder")}
     if completed is None:
         return False
-    recorded = completed.get("manifest", {}).get("uri") if isinstance(completed.get("manifest"), dict) else None
-    if _same_manifest(recorded, given):
+    used: dict[str, Any] = completed["manifest"] if isinstance(completed.get("manifest"), dict) else {}
+    recorded = used.get("uri")
+    if recorded is not None:
+        _refuse_another_folder(folder, completed.get("output"))
+    if _same_manifest(recorded, given) or (
+        given is not None and used.get("identity") is not None and used["identity"] == identity_of_given()
+    ):
         return True
     allowed = f"--manifest {shlex.quote(absolute_uri(recorded))}" if recorded else "no --manifest"
     raise InvalidArgumentError(
         f"--manifest: run {folder.run_id} completed in {folder.path} with {recorded or 'no manifest'}, and this redo "
         f"gives {given or 'none'}: it could not check the events later runs decided against there. Allowed: "
         f"{allowed} (as it completed), or a new run id for the batch. Nothing was written"
+    )
+
+
+def _refuse_another_folder(folder: RunFolder, recorded: Any) -> None:
+    """The manifest knows a run's events by its run key, made of the folder it ran in: a redo in the same output
+    moved, or named another way, would take them for another run's (attack 58's 05: 195 events in no completed
+    output, exit 0). Summaries as given before absolute paths are not checked."""
+    if not isinstance(recorded, str) or not recorded.startswith(("/", "s3")):
+        return
+    if run_key(recorded, folder.run_id) == run_key(folder.path, folder.run_id):
+        return
+    then = recorded.rstrip("/").rsplit("/", 1)[0]
+    raise InvalidArgumentError(
+        f"--output: run {folder.run_id} completed in {recorded}, not {folder.path} (the output was moved or is "
+        f"named another way): its manifest knows the run's events by the folder it completed in, so a redo here "
+        f"would take them for another run's and deliver none of them. Allowed: the output where it completed "
+        f"(--output {shlex.quote(then)}: move it back first), or a new run id for the batch. Nothing was written"
     )
 
 

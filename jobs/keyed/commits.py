@@ -1,8 +1,8 @@
 """The keyed state's commit log: `commits/ID.json`, the anchor `_latest`, and which commit a run starts from.
 
 A commit is written whole (beside, then renamed; on S3 one PUT), then the anchor `_latest` is written whole,
-naming it, its SHA-256 and its parent. The anchored commit is the newest, or the one after it (a run stopped
-between the two writes). Each commit records its depth (how many commits its chain holds, itself included), so
+naming it, its SHA-256 and its parent. The anchored commit is the newest, or the one after it, or its redo's
+(a run, or a redo, stopped between the two writes). Each commit records its depth (how many commits its chain holds, itself included), so
 one listing of `commits/` shows a stray or a lost commit without reading the others. A state written before
 anchors (commits of format 1) has none: its newest commit is current, and its next run writes the anchor.
 
@@ -266,7 +266,7 @@ class CommitLog:
         anchored = parse_anchor(self.anchor, data)
         after = [other for other in ids if other > anchored.run_id]
         if not after:
-            return anchored
+            return self._redone(anchored)
         stray = f"If {self.anchor} was restored from an older copy, restore its newest version; else move it out of commits/"
         if len(after) == 1:  # a run stopped between its commit and its anchor?
             document = self._load(after[0], None, f"{stray}; then run again")
@@ -277,6 +277,20 @@ class CommitLog:
             f"newest commit, which {self.anchor} names, and is not the commit after it; {NOTHING}. {stray}; then "
             "run again"
         )
+
+    def _redone(self, anchored: Head) -> Head:
+        """The anchored commit, or the commit a redo of its run wrote in its place before it was stopped short of
+        its anchor: a commit of the same run from the same parent (anything else is damage, found on reading)."""
+        data = store.read_bytes(self.path(anchored.run_id))
+        if data is None or not anchored.parent_known or sha256(data) == anchored.sha256:
+            return anchored
+        try:
+            document = parse_commit(self.path(anchored.run_id), data, anchored.run_id)
+        except DamagedFileError:
+            return anchored
+        if document.get("format") == FORMAT and document["parent"] == anchored.parent:
+            return Head(anchored.run_id, None, anchored.parent, True)
+        return anchored
 
     def _unanchored(self, ids: list[str]) -> Head | None:
         """The current commit of a state without an anchor: one from before anchors, or one whose first run since

@@ -299,9 +299,13 @@ def test_a_truncated_gzip_stops_the_run_before_it_writes_naming_the_file(
     if manifest:
         copy_of(completed["manifest"], output)
         shutil.copy(completed["manifest.db"], database)
-        summary = output / f"run={RUN_ID}" / "summary.json"  # as if it had run with the manifest at its new place
+        summary = output / f"run={RUN_ID}" / "summary.json"  # as if it had run here, with the manifest at its new place
         document = json.loads(summary.read_text())
-        summary.write_text(json.dumps({**document, "manifest": {**document["manifest"], "uri": f"sqlite:{database}"}}))
+        moved = {
+            "output": str(output / f"run={RUN_ID}"),
+            "manifest": {**document["manifest"], "uri": f"sqlite:{database}"},
+        }
+        summary.write_text(json.dumps({**document, **moved}))
     else:
         copy_of(completed[job], output)
     earlier = sorted(str(path.relative_to(output)) for path in output.rglob("*"))

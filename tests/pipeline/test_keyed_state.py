@@ -320,7 +320,16 @@ def test_a_run_stopped_after_its_commit_is_redone_before_the_next(
         f"{NOTHING}. Redo that run first ({completion.redo_command(json.loads((state / 'commits' / f'{RUN3}.json').read_text())['run']['arguments'])}), then run again"
     )
     assert not (tmp_path / "out" / f"run={run4}").exists()
+    anchor = (state / "_latest").read_bytes()
     through_a_shell(line)
+    # The printed redo killed between its commit and its anchor (attack 58's 08: "damaged, restore a backup"): the
+    # next run asks for the redo again, and the redo goes through.
+    (state / "_latest").write_bytes(anchor)
+    for name in ("_SUCCESS", "summary.json"):
+        (folder / name).unlink()
+    last.write_bytes(before)
+    assert keyed(tmp_path, run4, ["d", "e", "f"], capsys)[1].split(" (", 1)[0] == line.split(" (", 1)[0]
+    assert keyed(tmp_path, RUN3, ["a", "d", "e"], capsys) == (0, "")
     assert (rows(spark, tmp_path, "duplicate", RUN3), rows(spark, tmp_path, "unique", RUN3)) == (
         [("a",)],
         [("d",), ("e",)],

@@ -254,6 +254,36 @@ def test_an_older_copy_of_a_dynamodb_table_restored_under_another_name_is_found(
         assert runs.dedup("b", "out", RUN_C, uri="dynamodb://restored") == 1
         stop_line(capsys, RUN_B, batches / "out")
 
+        # A current backup restored under the new name is the same manifest to a redo of a completed run (it was
+        # refused as "completed with dynamodb://events-manifest", which is lost).
+        for item in client.scan(TableName="events-manifest", ConsistentRead=True)["Items"]:
+            client.put_item(TableName="restored", Item=item)
+        good = batches / "out" / f"run={RUN_B}" / "good"
+        before = read_lines(good)
+        assert runs.dedup("b", "out", RUN_B, uri="dynamodb://restored") == 0
+        assert read_lines(good) == before and len(before) == 5
+
+
+def test_a_redo_in_a_moved_output_stops_and_its_way_out_keeps_its_events(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack 58's 05: an output moved whole, a completed run redone there took its own events in the manifest for
+    another run's (its run key is made of its folder): 0 of its 5 events in a completed output, exit 0."""
+    runs = Outputs(batches, f"sqlite:{batches / 'manifest'}")
+    assert runs.dedup("a", "out", RUN_A, "--create") == 0
+    good = read_lines(batches / "out" / f"run={RUN_A}" / "good")
+    (batches / "out").rename(batches / "moved")
+    assert runs.dedup("a", "moved", RUN_A) == 2
+    line = error_line(capsys)
+    assert line.startswith(
+        f"error: --output: run {RUN_A} completed in {batches / 'out'}/run={RUN_A}, not {batches / 'moved'}/run={RUN_A}"
+    ), line
+    assert f"Allowed: the output where it completed (--output {batches / 'out'}: move it back first)" in line
+    assert read_lines(batches / "moved" / f"run={RUN_A}" / "good") == good  # nothing was written
+    (batches / "moved").rename(batches / "out")
+    assert runs.dedup("a", "out", RUN_A) == 0
+    assert read_lines(batches / "out" / f"run={RUN_A}" / "good") == good and len(good) == 5
+
 
 def test_an_output_from_before_completion_records_is_checked_by_its_count(
     spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str]
