@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.dedup.stale import record_completion, require_completions
+from jobs.dedup.redo import refuse_a_moved_run
+from jobs.dedup.stale import name_completion, record_completion, require_completions
 from jobs.manifest.base import Manifest, RegisteredRun
 from jobs.manifest.completions import CompletedRuns, ManifestUsed, completed_runs, manifest_place
 from jobs.manifest.registration import remove_marker, require_registered, write_marker
@@ -55,6 +56,7 @@ class RunBook:
         """
         # First: a copy taken while a run was writing holds that run's entry, which the second check would complete.
         require_completions(self.completions, self.register, output_path, self.used, etl_time)
+        refuse_a_moved_run(self.completions, output_path, self.used, self.run_id)
         require_registered(self.register, output_path, self.used, self.run_id)
         self.register.require_no_unfinished(self.key, self.used.uri, exists)
         return self.register.entry(self.key)
@@ -73,8 +75,12 @@ class RunBook:
             "attempt": self.attempt,
         }
 
+    def record(self, output_path: str, run: RegisteredRun) -> None:
+        """Just before the run's `_SUCCESS`: its completion recorded in the manifest."""
+        record_completion(self.completions, output_path, run, self.attempt)
+
     def complete(self, output_path: str, run: RegisteredRun) -> None:
-        """After the run's `_SUCCESS`: its completion recorded, its register entry and marker removed."""
-        record_completion(self.completions, output_path, self.used, run, self.attempt)
+        """After the run's `_SUCCESS`: its completion named in the output, its register entry and marker removed."""
+        name_completion(output_path, self.used, run, self.attempt)
         self.register.complete(run)
         remove_marker(output_path, run.run_id)

@@ -191,6 +191,8 @@ def run(
             folder.write_json(contract.SUMMARY, summary)
             if shred is not None:
                 shred.write()
+            if book is not None:
+                book.record(output_path, registered)
             folder.seal()
             if book is not None:
                 book.complete(output_path, registered)

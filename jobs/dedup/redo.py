@@ -11,10 +11,14 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from jobs.contract import SUCCESS_MARKER
+from jobs.dedup.stale import earlier_roots, last_completed
 from jobs.errors import DamagedFileError, InvalidArgumentError
+from jobs.fs.paths import normalized
 from jobs.fs.run_folder import RunFolder
+from jobs.fs.runs import run_folder
 from jobs.manifest import Manifest, ManifestRun
 from jobs.manifest.base import run_key
+from jobs.manifest.completions import CompletedRuns, ManifestUsed
 from jobs.manifest.registration import read_marker
 from jobs.runtime.invocation import absolute_uri
 
@@ -57,14 +61,33 @@ def _refuse_another_folder(folder: RunFolder, recorded: Any) -> None:
     output, exit 0). Summaries as given before absolute paths are not checked."""
     if not isinstance(recorded, str) or not recorded.startswith(("/", "s3")):
         return
-    if run_key(recorded, folder.run_id) == run_key(folder.path, folder.run_id):
-        return
-    then = recorded.rstrip("/").rsplit("/", 1)[0]
-    raise InvalidArgumentError(
-        f"--output: run {folder.run_id} completed in {recorded}, not {folder.path} (the output was moved or is "
-        f"named another way): its manifest knows the run's events by the folder it completed in, so a redo here "
-        f"would take them for another run's and deliver none of them. Allowed: the output where it completed "
-        f"(--output {shlex.quote(then)}: move it back first), or a new run id for the batch. Nothing was written"
+    if run_key(recorded, folder.run_id) != run_key(folder.path, folder.run_id):
+        raise _moved(folder.run_id, recorded, folder.path)
+
+
+def refuse_a_moved_run(completions: CompletedRuns, output_root: str, manifest: ManifestUsed, run_id: str) -> None:
+    """As `_refuse_another_folder`, for a run folder whose summary is gone (or the folder itself, to redo it clean):
+    the manifest holds a completion of run `run_id` at a place the output's `_LAST_COMPLETED.json` says its runs
+    completed at before it was moved (attack 59's 01: 0 of 149 events delivered, exit 0).
+
+    Raises:
+        InvalidArgumentError: named, with the way on (nothing was written).
+    """
+    root = normalized(output_root)
+    _, entry = last_completed(root, manifest)
+    for earlier in earlier_roots(entry, root):
+        then = run_folder(earlier, run_id)
+        if completions.attempt(run_key(then, run_id)) is not None:
+            raise _moved(run_id, then, run_folder(root, run_id))
+
+
+def _moved(run_id: str, then: str, now: str) -> InvalidArgumentError:
+    root = then.rstrip("/").rsplit("/", 1)[0]
+    return InvalidArgumentError(
+        f"--output: run {run_id} completed in {then}, not {now} (the output was moved or is named another way): "
+        "its manifest knows the run's events by the folder it completed in, so a redo here would take them for "
+        f"another run's and deliver none of them. Allowed: the output where it completed (--output "
+        f"{shlex.quote(root)}: move it back first), or a new run id for the batch. Nothing was written"
     )
 
 

@@ -1,9 +1,9 @@
 """An older copy of a manifest put back in its place (a backup restored, a file copied over), found before it is used.
 
 Such a copy lacks the pairs of the runs that completed after it was taken: every later run would deliver their
-events again, exit 0. Each dedup run with a manifest, once sealed, records its completion in the manifest
-(`jobs.manifest.completions`: its run key and the id of this attempt), then names that completion in its output's
-`_LAST_COMPLETED.json`, one entry per manifest. A run first looks the entry for its manifest up in the manifest: a
+events again, exit 0. Each dedup run with a manifest records its completion in the manifest
+(`jobs.manifest.completions`: its run key and the id of this attempt; recorded just before its `_SUCCESS`), then
+names that completion in its output's `_LAST_COMPLETED.json`, one entry per manifest. A run first looks the entry for its manifest up in the manifest: a
 manifest that lacks it (or holds an earlier attempt of it) was copied before that run completed, and the run stops before it
 writes anything. Runs on one manifest are serialized by its writer lease, so a copy that holds the newest completion
 holds every earlier one: whatever other outputs did with the copy since, whatever the ids' order.
@@ -100,21 +100,40 @@ def _entries(path: str) -> list[dict[str, Any]]:
     return [entry for entry in entries if isinstance(entry, dict)]
 
 
-def record_completion(
-    completions: CompletedRuns, output_root: str, manifest: ManifestUsed, run: RegisteredRun, attempt: str
-) -> None:
-    """Record that `attempt` of `run` completed: in the manifest, then in `output_root`'s `_LAST_COMPLETED.json`
-    (once the run's folder is sealed; a kill between the two leaves the file naming the run before, which the
-    manifest holds)."""
+def record_completion(completions: CompletedRuns, output_root: str, run: RegisteredRun, attempt: str) -> None:
+    """Record in the manifest that `attempt` of `run` completed, before its folder is sealed: an outage here stops
+    the run unsealed (its register entry asks for its redo), so a sealed run's completion is always in the manifest
+    and a copy taken before it lacks it (attack 59's 02: sealed, unrecorded, then an older copy let through)."""
+    completions.record(run.key, attempt, run.ttl, normalized(output_root))
+
+
+def name_completion(output_root: str, manifest: ManifestUsed, run: RegisteredRun, attempt: str) -> None:
+    """Once the run's folder is sealed: name its completion in `output_root`'s `_LAST_COMPLETED.json` (a kill
+    before leaves the file naming the run before, which the manifest holds), with the output's earlier places
+    (`moved_from`: the roots its runs completed at before it was moved, whose run keys the manifest knows)."""
     root = normalized(output_root)
-    completions.record(run.key, attempt, run.ttl, root)
     path = f"{root}/{LAST_COMPLETED}"
-    entries = [entry for entry in _entries(path) if not manifest.names(entry)]
+    entries = _entries(path)
+    previous = next((entry for entry in entries if manifest.names(entry)), None)
+    entries = [entry for entry in entries if entry is not previous]
     entries.append({
         "uri": manifest.uri, "place": manifest.place, "identity": manifest.identity, "run_id": run.run_id,
         "run_key": run.key, "attempt": attempt, "ttl": run.ttl, "folder": run.folder,
+        "moved_from": earlier_roots(previous, root),
     })  # fmt: skip
     store.write_bytes(path, (json.dumps({"manifests": entries}, indent=1) + "\n").encode())
+
+
+def earlier_roots(entry: dict[str, Any] | None, root: str) -> list[str]:
+    """The places other than `root` where the output's runs completed, as its `_LAST_COMPLETED.json` `entry` names
+    them (the folder of its last run, and the places it was moved from before)."""
+    if entry is None:
+        return []
+    moved_from = entry.get("moved_from")
+    roots = {normalized(str(place)) for place in moved_from} if isinstance(moved_from, list) else set()
+    if isinstance(entry.get("folder"), str):
+        roots.add(normalized(entry["folder"].rstrip("/").rsplit("/", 1)[0]))
+    return sorted(roots - {root})
 
 
 def require_completions(

@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from jobs.manifest.base import RegisteredRun
+from jobs.manifest.completions import SqliteCompletedRuns
 from jobs.manifest.unfinished import LakeRunRegister, RunRegister, SqliteRunRegister
 from jobs.runtime.cli import main
 from tests.pipeline.helpers import error_line, numbered_id, read_lines
@@ -264,6 +266,33 @@ def test_an_older_copy_of_a_dynamodb_table_restored_under_another_name_is_found(
         assert read_lines(good) == before and len(before) == 5
 
 
+def test_a_run_whose_completion_could_not_be_recorded_is_not_sealed(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack 59's 02: the manifest failed (DynamoDB's 500) as a run recorded its completion, after its `_SUCCESS`:
+    sealed and unrecorded, then an older copy put back let the next run deliver its events again (exit 0). The
+    completion is now recorded before the seal: the run stops unsealed, and the copy is found by its lost entry."""
+    database = batches / "manifest"
+    runs = Outputs(batches, f"sqlite:{database}")
+    assert runs.dedup("a", "out", RUN_A, "--create") == 0
+    put_back(database, batches / "copy")
+
+    def refused(*args: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SqliteCompletedRuns, "record", refused)
+        assert runs.dedup("b", "out", RUN_B) == 1
+    assert not (batches / "out" / f"run={RUN_B}" / "_SUCCESS").exists()
+    put_back(batches / "copy", database)
+    assert runs.dedup("c", "out", RUN_C) == 1
+    line = error_line(capsys)
+    assert f"run {RUN_B} of {batches / 'out'} wrote to it and has not completed" in line, line
+    assert runs.dedup("b", "out", RUN_B) == 0  # the redo it prints
+    assert runs.dedup("c", "out", RUN_C) == 0
+    assert runs.delivered("out") == sorted(numbered_id(n) for n in range(15))
+
+
 def test_a_redo_in_a_moved_output_stops_and_its_way_out_keeps_its_events(
     spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -280,9 +309,17 @@ def test_a_redo_in_a_moved_output_stops_and_its_way_out_keeps_its_events(
     ), line
     assert f"Allowed: the output where it completed (--output {batches / 'out'}: move it back first)" in line
     assert read_lines(batches / "moved" / f"run={RUN_A}" / "good") == good  # nothing was written
+    # Attack 59's 01: its folder removed to redo it clean (no summary left to say where it completed); found by the
+    # output's `_LAST_COMPLETED.json` and the manifest's completion of the run there.
+    shutil.rmtree(batches / "moved" / f"run={RUN_A}")
+    assert runs.dedup("a", "moved", RUN_A) == 2
+    assert error_line(capsys) == line
+    assert not (batches / "moved" / f"run={RUN_A}").exists()
+    assert runs.dedup("b", "moved", RUN_B) == 0  # a new run in the moved output
+    assert read_lines(batches / "moved" / f"run={RUN_B}" / "good") == events(range(5, 10))
     (batches / "moved").rename(batches / "out")
     assert runs.dedup("a", "out", RUN_A) == 0
-    assert read_lines(batches / "out" / f"run={RUN_A}" / "good") == good and len(good) == 5
+    assert runs.delivered("out") == sorted(numbered_id(n) for n in range(10))
 
 
 def test_an_output_from_before_completion_records_is_checked_by_its_count(
