@@ -8,11 +8,11 @@ outputs did with it since and whatever the ids' order. Runs are serialized by th
 copy that holds the newest completion holds every earlier one.
 
 The manifest also has an identity, made by its first run, that copies keep: a DynamoDB table restored under another
-name, or a SQLite file named another way, is still found as that manifest.
+name, or a SQLite file or lake folder copied to another place, is still found as that manifest.
 
 Where they live: SQLite, tables `winnow_completed` and `winnow_identity` in the same file; DynamoDB, items under the
 partition keys `winnow:completed` (the run key as sort key, with the run's `ttl`) and `winnow:identity` (no `ttl`);
-the lake, one JSON document per run in `PATH/_completed/`, and no identity (the lake is matched by its path).
+the lake, one JSON document per run in `PATH/_completed/`, and `PATH/_identity.json`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.contract import DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
+from jobs.errors import DamagedFileError
 from jobs.fs import store
 from jobs.fs.paths import normalized
 from jobs.manifest.base import Manifest
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 SQLITE_COMPLETED = "winnow_completed"
 SQLITE_IDENTITY = "winnow_identity"
 SQLITE_OUTPUTS = "winnow_outputs"
+LAKE_IDENTITY = "_identity.json"
 DYNAMODB_COMPLETED_KEY = "winnow:completed"
 DYNAMODB_OUTPUTS_KEY = "winnow:outputs"
 DYNAMODB_IDENTITY_KEY = "winnow:identity"
@@ -156,6 +158,20 @@ class LakeCompletedRuns(CompletedRuns):
     def __init__(self, root: str) -> None:
         self.folder = f"{root.rstrip('/')}/{LAKE_COMPLETED}"
         self.outputs_folder = f"{root.rstrip('/')}/{LAKE_OUTPUTS}"
+        self.identity_file = f"{root.rstrip('/')}/{LAKE_IDENTITY}"
+
+    def identity(self) -> str:
+        way_out = "a cut file: put its earlier copy back, or remove it"
+        document = store.read_json(self.identity_file, way_out)
+        if document is None:  # the first run since: one write, then every run reads it
+            store.create_if_absent(self.identity_file, (json.dumps({"manifest": uuid.uuid4().hex}) + "\n").encode())
+            document = store.read_json(self.identity_file, way_out)
+        if not isinstance(document, dict) or not isinstance(document.get("manifest"), str):
+            raise DamagedFileError(
+                f'{self.identity_file} is damaged (no {{"manifest": ID}} document); nothing was written. Put its '
+                "earlier copy back (or its earlier version, in a versioned bucket), or remove it, and run again"
+            )
+        return str(document["manifest"])
 
     def record(self, key: str, attempt: str, ttl: int, output: str) -> None:
         document = {"attempt": attempt, "ttl": ttl}

@@ -236,6 +236,18 @@ def test_an_older_copy_named_another_way_is_found(
     stop_line(capsys, RUN_B, batches / "out")
 
 
+def test_an_older_copy_of_a_lake_given_at_its_own_place_is_found(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack 59's 03: a lake folder's older copy, given by the path it was restored at, was taken for another
+    manifest: 12 events delivered again, exit 0. The lake keeps an identity too (`_identity.json`)."""
+    lake = batches / "lake"
+    runs = Outputs(batches, f"lake:{lake}")
+    runs.older_copy_of_two_runs(lake)
+    assert runs.dedup("c", "out", RUN_C, uri=f"lake:{batches / 'copy'}") == 1
+    stop_line(capsys, RUN_B, batches / "out")
+
+
 def test_an_older_copy_of_a_dynamodb_table_restored_under_another_name_is_found(
     spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
