@@ -29,7 +29,7 @@ from jobs.dedup.inbatch import (
     delivered_pairs,
     with_row_ids,
 )  # fmt: skip
-from jobs.dedup.redo import refuse_a_shrunk_redo, refuse_another_manifest
+from jobs.dedup.redo import refuse_a_shrunk_redo, refuse_an_overtaken_redo, refuse_another_manifest
 from jobs.enriched.parse import narrow_events
 from jobs.fs.hadoop import FileSystem
 from jobs.fs.input import Input, UnreadableFile, open_input, read_whole, require_input
@@ -155,6 +155,8 @@ def run(
             entry = book.check(output_path, int(run_time.timestamp()), FileSystem(spark).exists)
             replaces = entry is not None or FileSystem(spark).exists(folder.path)
             completed = completed or (entry is not None and entry.completed_before)  # its folder's marker removed
+            if completed and config.manifest.cross_batch_synthetic:  # else no run records another's copies
+                refuse_an_overtaken_redo(book.completions, key, folder, book.used.uri)
         registered = RegisteredRun(
             run_id, int(run_time.timestamp()), ManifestRun.of(run_id, run_time, config.manifest.ttl_days).ttl,
             folder.path, redo or _redo_command(input_path, output_path, run_id, incremental is not None, config),

@@ -4,6 +4,7 @@ holds those events."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable
 from typing import Any
@@ -79,6 +80,36 @@ def refuse_a_moved_run(completions: CompletedRuns, output_root: str, manifest: M
         then = run_folder(earlier, run_id)
         if completions.attempt(run_key(then, run_id)) is not None:
             raise _moved(run_id, then, run_folder(root, run_id))
+
+
+TIMED_ATTEMPT = re.compile(r"\d{8}T\d{12}Z-[0-9a-f]+")
+"""`bookkeeping.new_attempt`'s ids, which sort by time (the first ones, a bare random hex, do not)."""
+
+
+def refuse_an_overtaken_redo(completions: CompletedRuns, key: str, folder: RunFolder, manifest_uri: str) -> None:
+    """A completed run's redo, when another output's run of the same id completed after it: that run decided
+    against this one's entries, and the entries of both have one second, so which came first is known only from
+    their completions; with cross-batch synthetic detection, a redo would take that run's records of the synthetic
+    copies it found as delivered before it (attack 59's 04: 2 events in no completed output, exit 0).
+
+    Raises:
+        InvalidArgumentError: named, with the way on (nothing was written).
+    """
+    own = completions.attempt(key)
+    if own is None or not TIMED_ATTEMPT.fullmatch(own):
+        return
+    after = sorted(
+        other for other, attempt in completions.of_run_id(folder.run_id).items()
+        if other != key and TIMED_ATTEMPT.fullmatch(attempt) and attempt > own
+    )  # fmt: skip
+    if after:
+        raise InvalidArgumentError(
+            f"--run-id: run {folder.run_id} completed in {folder.path}, and after it another output's run of the same "
+            f"id on {manifest_uri} (run key {after[0]}) decided against its events; the entries of both runs have "
+            "one time, so a redo could not tell which came first and would take that run's copies of its events as "
+            "delivered before it. Allowed: the completed run as it is (a new run id for a new batch). Nothing was "
+            "written"
+        )
 
 
 def _moved(run_id: str, then: str, now: str) -> InvalidArgumentError:

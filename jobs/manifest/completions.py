@@ -77,6 +77,10 @@ class CompletedRuns(ABC):
     def attempt(self, key: str) -> str | None:
         """The attempt of run key `key` recorded as completed; None: none is."""
 
+    @abstractmethod
+    def of_run_id(self, run_id: str) -> dict[str, str]:
+        """The attempt recorded as completed of every run key of run id `run_id` (every output's run of that id)."""
+
     def identity(self) -> str | None:
         """The manifest's identity, made on first use; None: this kind of manifest keeps none."""
         return None
@@ -111,6 +115,11 @@ class SqliteCompletedRuns(CompletedRuns):
             row = db.execute(f"SELECT attempt FROM {SQLITE_COMPLETED} WHERE run_key = ?", (key,)).fetchone()
         return str(row[0]) if row else None
 
+    def of_run_id(self, run_id: str) -> dict[str, str]:
+        with contextlib.closing(self._connect()) as db:  # a run id holds digits and `-` only: no LIKE wildcard
+            rows = db.execute(f"SELECT run_key, attempt FROM {SQLITE_COMPLETED} WHERE run_key LIKE ?", (f"{run_id}~%",))
+            return {str(key): str(attempt) for key, attempt in rows}
+
     def identity(self) -> str:
         with contextlib.closing(self._connect()) as db:
             db.execute(
@@ -142,6 +151,10 @@ class DynamoDbCompletedRuns(CompletedRuns):
             "get_item", None, TableName=self.table, Key=self._key(DYNAMODB_COMPLETED_KEY, key), ConsistentRead=True
         ).get("Item")
         return found["attempt"]["S"] if found else None
+
+    def of_run_id(self, run_id: str) -> dict[str, str]:
+        items = self.partition(DYNAMODB_COMPLETED_KEY, f"{run_id}~")
+        return {item[DYNAMODB_SORT_KEY]["S"]: item["attempt"]["S"] for item in items}
 
     def identity(self) -> str:
         key = self._key(DYNAMODB_IDENTITY_KEY, DYNAMODB_IDENTITY_KEY)
@@ -188,6 +201,12 @@ class LakeCompletedRuns(CompletedRuns):
             if isinstance(document, dict) and isinstance(document.get("output"), str):
                 found.append(document["output"])
         return sorted(found)
+
+    def of_run_id(self, run_id: str) -> dict[str, str]:
+        prefix = f"{self.folder}/run={run_id}~"
+        keys = [file.path.removeprefix(f"{self.folder}/run=").removesuffix(".json") for file in store.list_files(self.folder)
+                if file.path.startswith(prefix) and file.path.endswith(".json")]  # fmt: skip
+        return {key: attempt for key in keys if (attempt := self.attempt(key)) is not None}
 
     def attempt(self, key: str) -> str | None:
         path = f"{self.folder}/run={key}.json"

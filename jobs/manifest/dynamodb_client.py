@@ -186,14 +186,21 @@ class DynamoDbClient(ManifestClient):
                 time.sleep(min(wait, max(self.patience_seconds - waited, 0.0)))
         raise AssertionError("unreachable")
 
-    def partition(self, key: str) -> list[dict[str, Any]]:
-        """Every item under partition key `key`, read consistently (the register's own items, not events')."""
+    def partition(self, key: str, sort_prefix: str = "") -> list[dict[str, Any]]:
+        """Every item under partition key `key` (whose sort key starts with `sort_prefix`), read consistently (the
+        register's own items, not events')."""
         items: list[dict[str, Any]] = []
         request: dict[str, Any] = {
             "TableName": self.table,
-            "KeyConditionExpression": "#id = :key",
-            "ExpressionAttributeNames": {"#id": DYNAMODB_PARTITION_KEY},
-            "ExpressionAttributeValues": {":key": {"S": key}},
+            "KeyConditionExpression": "#id = :key" + (" AND begins_with(#sort, :prefix)" if sort_prefix else ""),
+            "ExpressionAttributeNames": {
+                "#id": DYNAMODB_PARTITION_KEY,
+                **({"#sort": DYNAMODB_SORT_KEY} if sort_prefix else {}),
+            },
+            "ExpressionAttributeValues": {
+                ":key": {"S": key},
+                **({":prefix": {"S": sort_prefix}} if sort_prefix else {}),
+            },
             "ConsistentRead": True,
         }
         while True:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs.manifest.completions import LakeCompletedRuns, SqliteCompletedRuns
 from jobs.runtime.cli import main
 from tests.pipeline.helpers import PROG, error_line, event, job_words, killed_at_seal, read_lines
 from tests.pipeline.helpers import numbered_id as uuid
@@ -77,6 +78,14 @@ def test_two_pipelines_sharing_a_manifest_and_a_run_id_are_two_runs(
     assert good(mobile, RUN_A) == sorted(events(4, 5))
     summary = json.loads((mobile / f"run={RUN_A}" / "summary.json").read_text())
     assert summary["by_reason"]["duplicates"] == {"cross_batch_natural": 4}
+    # Web's run redone after mobile's of the same id (one second for both: which came first is in their
+    # completions only): refused (attack 59's 04: a synthetic copy mobile filed counted as delivered before web's).
+    assert main(dedup(tmp_path / "web-a", web, RUN_A, manifest)) == 2
+    assert error_line(capsys).startswith(
+        f"error: --run-id: run {RUN_A} completed in {web}/run={RUN_A}, and after it another output's run of the same "
+        f"id on {manifest} (run key {RUN_A}~"
+    )
+    assert good(web, RUN_A) == sorted(events(0, 1, 2, 3))
 
     # Web's next run is killed after its manifest writes: mobile's run of the same id does not pass its entry.
     killed_at_seal(monkeypatch, dedup(batch(tmp_path / "web-b", events(10, 11, 12)), web, RUN_B, manifest))
@@ -213,3 +222,12 @@ def test_a_cut_marker_of_a_completed_runs_stopped_redo_stops_the_redo_naming_it(
     assert main(dedup(first, out, RUN_A, manifest)) == 0
     delivered = [line for run in sorted(out.glob("run=*")) for line in read_lines(run / "good")]
     assert sorted(delivered) == sorted(events(0, 1, 2, 3))  # 93cc664: 1 and 2 twice
+
+
+def test_the_completions_of_a_run_id_are_every_outputs_run_of_it(tmp_path: Path) -> None:
+    """`of_run_id` (read by a completed run's redo, above) on SQLite and the lake; DynamoDB's: above, on moto."""
+    for completions in (SqliteCompletedRuns(str(tmp_path / "m.db")), LakeCompletedRuns(str(tmp_path / "lake"))):
+        for key, attempt in ((f"{RUN_A}~aa", "1"), (f"{RUN_A}~bb", "2"), (f"{RUN_B}~aa", "3")):
+            completions.record(key, attempt, 2**31, str(tmp_path / key[-2:]))
+        assert completions.of_run_id(RUN_A) == {f"{RUN_A}~aa": "1", f"{RUN_A}~bb": "2"}
+        assert completions.of_run_id("2026-01-01-00-00-00") == {}
