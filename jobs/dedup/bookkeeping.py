@@ -13,6 +13,7 @@ from typing import Any
 
 from jobs.dedup.redo import refuse_a_moved_run
 from jobs.dedup.stale import name_completion, record_completion, require_completions
+from jobs.fs.paths import normalized
 from jobs.manifest.base import Manifest, RegisteredRun
 from jobs.manifest.completions import CompletedRuns, ManifestUsed, completed_runs, manifest_place
 from jobs.manifest.registration import remove_marker, require_registered, write_marker
@@ -66,13 +67,16 @@ class RunBook:
         the output's own record of it."""
         write_marker(output_path, run, asdict(self.used))
 
-    def summary(self) -> dict[str, Any]:
-        """What the run's `summary.json` records of the manifest (after the run's writes)."""
+    def summary(self, folder: str) -> dict[str, Any]:
+        """What the run's `summary.json` records of the manifest (after the run's writes), with the run key its
+        entries have and the place (`folder` resolved) it was made of: a redo made of another place is refused."""
         generation = self.register.generation()
         return {
             **({"generation": generation} if generation is not None else {}),
             "identity": self.used.identity,
             "attempt": self.attempt,
+            "run_key": self.key,
+            "run_folder": normalized(folder),
         }
 
     def record(self, output_path: str, run: RegisteredRun) -> None:

@@ -186,7 +186,7 @@ def run(
             if summary["manifest"] is not None and pacing is not None:
                 summary["manifest"]["pacing"] = pacing
             if summary["manifest"] is not None and book is not None:
-                summary["manifest"].update(book.summary())  # after this run's writes
+                summary["manifest"].update(book.summary(folder.path))  # after this run's writes
             summary["started_at"] = started_at.isoformat(timespec="seconds")
             summary["wall_time_seconds"] = round(time.monotonic() - started, 3)
             progress(f"sealing {folder.path}: summary.json, then _SUCCESS")

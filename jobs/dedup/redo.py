@@ -43,7 +43,7 @@ def refuse_another_manifest(folder: RunFolder, given: str | None, identity_of_gi
     used: dict[str, Any] = completed["manifest"] if isinstance(completed.get("manifest"), dict) else {}
     recorded = used.get("uri")
     if recorded is not None:
-        _refuse_another_folder(folder, completed.get("output"))
+        _refuse_another_folder(folder, used, completed.get("output"))
     if _same_manifest(recorded, given) or (
         given is not None and used.get("identity") is not None and used["identity"] == identity_of_given()
     ):
@@ -56,13 +56,17 @@ def refuse_another_manifest(folder: RunFolder, given: str | None, identity_of_gi
     )
 
 
-def _refuse_another_folder(folder: RunFolder, recorded: Any) -> None:
-    """The manifest knows a run's events by its run key, made of the folder it ran in: a redo in the same output
-    moved, or named another way, would take them for another run's (attack 58's 05: 195 events in no completed
-    output, exit 0). Summaries as given before absolute paths are not checked."""
-    if not isinstance(recorded, str) or not recorded.startswith(("/", "s3")):
+def _refuse_another_folder(folder: RunFolder, used: dict[str, Any], recorded: Any) -> None:
+    """The manifest knows a run's events by its run key, made of the folder it ran in (resolved): a redo in the same
+    output moved, named another way, or through a link that leads elsewhere now would take them for another run's
+    (attack 58's 05: 195 events in no completed output, exit 0; attack 59's 05, a link repointed: 148). The key the
+    summary recorded is compared; summaries from before it, by their folder (as given: absolute paths only)."""
+    key = run_key(folder.path, folder.run_id)
+    if isinstance(used.get("run_key"), str):
+        if used["run_key"] != key:
+            raise _moved(folder.run_id, str(used.get("run_folder") or recorded), normalized(folder.path))
         return
-    if run_key(recorded, folder.run_id) != run_key(folder.path, folder.run_id):
+    if isinstance(recorded, str) and recorded.startswith(("/", "s3")) and run_key(recorded, folder.run_id) != key:
         raise _moved(folder.run_id, recorded, folder.path)
 
 
@@ -115,7 +119,8 @@ def refuse_an_overtaken_redo(completions: CompletedRuns, key: str, folder: RunFo
 def _moved(run_id: str, then: str, now: str) -> InvalidArgumentError:
     root = then.rstrip("/").rsplit("/", 1)[0]
     return InvalidArgumentError(
-        f"--output: run {run_id} completed in {then}, not {now} (the output was moved or is named another way): "
+        f"--output: run {run_id} completed in {then}, not {now} (the output was moved, or is named another way or "
+        "through a link that leads elsewhere now): "
         "its manifest knows the run's events by the folder it completed in, so a redo here would take them for "
         f"another run's and deliver none of them. Allowed: the output where it completed (--output "
         f"{shlex.quote(root)}: move it back first), or a new run id for the batch. Nothing was written"

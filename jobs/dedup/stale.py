@@ -118,7 +118,7 @@ def name_completion(output_root: str, manifest: ManifestUsed, run: RegisteredRun
     entries = [entry for entry in entries if entry is not previous]
     entries.append({
         "uri": manifest.uri, "place": manifest.place, "identity": manifest.identity, "run_id": run.run_id,
-        "run_key": run.key, "attempt": attempt, "ttl": run.ttl, "folder": run.folder,
+        "run_key": run.key, "attempt": attempt, "ttl": run.ttl, "folder": run.folder, "root": root,
         "moved_from": earlier_roots(previous, root),
     })  # fmt: skip
     store.write_bytes(path, (json.dumps({"manifests": entries}, indent=1) + "\n").encode())
@@ -126,12 +126,15 @@ def name_completion(output_root: str, manifest: ManifestUsed, run: RegisteredRun
 
 def earlier_roots(entry: dict[str, Any] | None, root: str) -> list[str]:
     """The places other than `root` where the output's runs completed, as its `_LAST_COMPLETED.json` `entry` names
-    them (the folder of its last run, and the places it was moved from before)."""
+    them (its last run's place, resolved then: a link repointed since still names the old one; and the places it
+    was moved from before)."""
     if entry is None:
         return []
     moved_from = entry.get("moved_from")
-    roots = {normalized(str(place)) for place in moved_from} if isinstance(moved_from, list) else set()
-    if isinstance(entry.get("folder"), str):
+    roots = {str(place) for place in moved_from} if isinstance(moved_from, list) else set()
+    if isinstance(entry.get("root"), str):
+        roots.add(entry["root"])
+    elif isinstance(entry.get("folder"), str):  # an entry from before `root`
         roots.add(normalized(entry["folder"].rstrip("/").rsplit("/", 1)[0]))
     return sorted(roots - {root})
 

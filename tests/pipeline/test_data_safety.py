@@ -22,6 +22,7 @@ from jobs.fs.hadoop import FileSystem
 from jobs.fs.input import count_lines, open_input, read_whole
 from jobs.fs.lease import Lease, create_if_absent
 from jobs.manifest import sqlite as sqlite_manifest
+from jobs.manifest.base import run_key
 from jobs.runtime.cli import main
 from tests.pipeline.barrier import BARRIER_VARIABLE, with_barrier_after
 from tests.pipeline.helpers import ID_A, ID_B, ID_C, RUN_ID, event, read_lines, run_folder_content
@@ -303,9 +304,14 @@ def test_a_truncated_gzip_stops_the_run_before_it_writes_naming_the_file(
         document = json.loads(summary.read_text())
         moved = {
             "output": str(output / f"run={RUN_ID}"),
-            "manifest": {**document["manifest"], "uri": f"sqlite:{database}"},
+            "manifest": {
+                **document["manifest"],
+                "uri": f"sqlite:{database}",
+                "run_key": run_key(str(output / f"run={RUN_ID}"), RUN_ID),
+            },
         }
         summary.write_text(json.dumps({**document, **moved}))
+        (output / "_LAST_COMPLETED.json").unlink()  # it names the run at its first place
     else:
         copy_of(completed[job], output)
     earlier = sorted(str(path.relative_to(output)) for path in output.rglob("*"))

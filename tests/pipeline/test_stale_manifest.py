@@ -278,6 +278,26 @@ def test_an_older_copy_of_a_dynamodb_table_restored_under_another_name_is_found(
         assert read_lines(good) == before and len(before) == 5
 
 
+def test_a_redo_through_a_link_that_leads_elsewhere_now_stops(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack 59's 05: `--output` a link, the output moved to another disk and the link repointed: the redo's run key
+    was made of the new place, its own events taken for another run's (148 in no completed output, exit 0)."""
+    (batches / "disk1").mkdir()
+    (batches / "current").symlink_to(batches / "disk1")
+    runs = Outputs(batches, f"sqlite:{batches / 'manifest'}")
+    assert runs.dedup("a", "current", RUN_A, "--create") == 0
+    (batches / "disk1").rename(batches / "disk2")
+    (batches / "current").unlink()
+    (batches / "current").symlink_to(batches / "disk2")
+    assert runs.dedup("a", "current", RUN_A) == 2
+    assert error_line(capsys).startswith(
+        f"error: --output: run {RUN_A} completed in {batches / 'disk1'}/run={RUN_A}, not {batches / 'disk2'}/run={RUN_A}"
+    )
+    shutil.rmtree(batches / "disk2" / f"run={RUN_A}")  # its summary gone too: found by _LAST_COMPLETED.json
+    assert runs.dedup("a", "current", RUN_A) == 2
+
+
 def test_a_run_whose_completion_could_not_be_recorded_is_not_sealed(
     spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
