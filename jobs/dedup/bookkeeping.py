@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobs.dedup.redo import refuse_a_moved_run
-from jobs.dedup.stale import name_completion, record_completion, require_completions
+from jobs.dedup.stale import name_completion, record_completion, require_completions, require_sealed_runs_recorded
 from jobs.fs.paths import normalized
 from jobs.manifest.base import Manifest, RegisteredRun
 from jobs.manifest.completions import CompletedRuns, ManifestUsed, completed_runs, manifest_place
@@ -57,6 +57,7 @@ class RunBook:
         """
         # First: a copy taken while a run was writing holds that run's entry, which the second check would complete.
         require_completions(self.completions, self.register, output_path, self.used, etl_time)
+        require_sealed_runs_recorded(self.completions, output_path, self.used)  # before their markers are removed
         refuse_a_moved_run(self.completions, output_path, self.used, self.run_id)
         require_registered(self.register, output_path, self.used, self.run_id)
         self.register.require_no_unfinished(self.key, self.used.uri, exists)

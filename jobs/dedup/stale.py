@@ -26,10 +26,13 @@ from jobs.fs.paths import normalized
 from jobs.fs.runs import RUN_ID_PATTERN
 from jobs.manifest.base import RegisteredRun
 from jobs.manifest.completions import CompletedRuns, ManifestUsed
+from jobs.manifest.registration import sealed_marked_runs
 from jobs.manifest.unfinished import RunRegister
 from jobs.prog import local_prog
 
 RUN_FOLDER = re.compile(f"run=({RUN_ID_PATTERN.pattern})")
+BACK_FILLED_ATTEMPT = "0-back-filled"
+"""The attempt recorded for a run that no `_LAST_COMPLETED.json` names (it sorts before every attempt id)."""
 
 
 class StaleManifestError(DamagedFileError):
@@ -162,6 +165,20 @@ def require_completions(
             raise StaleManifestError(_older_copy(manifest.uri, output, path, str(entry.get("run_id")), found))
 
 
+def require_sealed_runs_recorded(completions: CompletedRuns, output_root: str, manifest: ManifestUsed) -> None:
+    """Stop when a run of `output_root` that sealed its folder after recording its completion, and was stopped
+    before naming it in `_LAST_COMPLETED.json` (its marker is still there), is not in the manifest: an older copy
+    (attack 59's 08: 7 events delivered again, exit 0).
+
+    Raises:
+        StaleManifestError: named, with the two ways on (nothing was written).
+    """
+    root = normalized(output_root)
+    for path, run in sealed_marked_runs(root, manifest):
+        if completions.attempt(run.key) is None:
+            raise StaleManifestError(_older_copy(manifest.uri, root, path, run.run_id, None))
+
+
 def newest_completed_run_id(output_root: str) -> str | None:
     """The highest run id of the completed run folders directly under `output_root`."""
     root = output_root.rstrip("/")
@@ -199,3 +216,7 @@ def record_back_filled(completions: CompletedRuns, output_roots: list[str], mani
         if entry is None or not store.exists(f"{str(entry.get('folder')).rstrip('/')}/{SUCCESS_MARKER}"):
             continue
         completions.record(str(entry["run_key"]), str(entry["attempt"]), int(entry["ttl"]), normalized(output))
+    for output in output_roots:  # sealed runs stopped before naming their completion: recorded as back-filled
+        for _, run in sealed_marked_runs(normalized(output), manifest):
+            if completions.attempt(run.key) is None:
+                completions.record(run.key, BACK_FILLED_ATTEMPT, run.ttl, normalized(output))

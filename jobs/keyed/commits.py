@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.contract import SUCCESS_MARKER
 from jobs.errors import DamagedFileError, InvalidArgumentError
 from jobs.fs import store
 from jobs.fs.runs import RUN_ID_PATTERN
@@ -280,7 +281,8 @@ class CommitLog:
 
     def _redone(self, anchored: Head) -> Head:
         """The anchored commit, or the commit a redo of its run wrote in its place before it was stopped short of
-        its anchor: a commit of the same run from the same parent (anything else is damage, found on reading)."""
+        its anchor: a commit of the same run from the same parent whose run folder is unsealed (anything else, such
+        as another state's commit of that run put in its place, is damage, found on reading: attack 59's 07)."""
         data = store.read_bytes(self.path(anchored.run_id))
         if data is None or not anchored.parent_known or sha256(data) == anchored.sha256:
             return anchored
@@ -288,7 +290,14 @@ class CommitLog:
             document = parse_commit(self.path(anchored.run_id), data, anchored.run_id)
         except DamagedFileError:
             return anchored
-        if document.get("format") == FORMAT and document["parent"] == anchored.parent:
+        run = document.get("run")
+        folder = run.get("folder") if isinstance(run, dict) else None
+        if (
+            document.get("format") == FORMAT
+            and document["parent"] == anchored.parent
+            and isinstance(folder, str)
+            and not store.exists(f"{folder}/{SUCCESS_MARKER}")  # a redo clears its folder's seal before it commits
+        ):
             return Head(anchored.run_id, None, anchored.parent, True)
         return anchored
 

@@ -74,6 +74,15 @@ DAMAGED_LOG: dict[str, tuple[Callable[[Path], object], Callable[[Path], str]]] =
             f"replaced); {NOTHING}. {RESTORE}"
         ),
     ),
+    "newest commit replaced by another valid commit of its run": (  # attack 59's 07: taken for a stopped redo's
+        lambda s: (s / "commits" / f"{RUN2}.json").write_text(
+            json.dumps({**json.loads((s / "commits" / f"{RUN2}.json").read_text()), "latest_point": None})
+        ),
+        lambda s: (
+            f"state {s} is damaged: commit {newest(s)} ({(s / 'commits' / f'{RUN2}.json').stat().st_size} bytes) is "
+            f"not the one {s}/_latest names (its SHA-256 differs: cut or replaced); {NOTHING}. {RESTORE}"
+        ),
+    ),
     "newest commit lost (or an older commits/ restored)": (
         lambda s: (s / "commits" / f"{RUN2}.json").unlink(),
         lambda s: (

@@ -16,6 +16,7 @@ import boto3
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs.dedup import bookkeeping
 from jobs.manifest.base import RegisteredRun
 from jobs.manifest.completions import SqliteCompletedRuns
 from jobs.manifest.unfinished import LakeRunRegister, RunRegister, SqliteRunRegister
@@ -321,6 +322,34 @@ def test_a_run_whose_completion_could_not_be_recorded_is_not_sealed(
     line = error_line(capsys)
     assert f"run {RUN_B} of {batches / 'out'} wrote to it and has not completed" in line, line
     assert runs.dedup("b", "out", RUN_B) == 0  # the redo it prints
+    assert runs.dedup("c", "out", RUN_C) == 0
+    assert runs.delivered("out") == sorted(numbered_id(n) for n in range(15))
+
+
+def test_a_run_stopped_between_its_seal_and_naming_its_completion_is_checked_by_its_marker(
+    spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack 59's 08: run B killed after its `_SUCCESS`, before `_LAST_COMPLETED.json` named it (which still names
+    A); a copy from before B put back: the next run delivered B's events again (exit 0). B's marker, still there,
+    is checked against the manifest; the printed back-fill records B."""
+    database = batches / "manifest"
+    runs = Outputs(batches, f"sqlite:{database}")
+    assert runs.dedup("a", "out", RUN_A, "--create") == 0
+    put_back(database, batches / "copy")
+
+    def killed(*args: object) -> None:
+        raise KeyboardInterrupt  # as a kill -9 leaves it: nothing after this runs
+
+    with monkeypatch.context() as patch:
+        patch.setattr(bookkeeping, "name_completion", killed)
+        with pytest.raises(KeyboardInterrupt):
+            runs.dedup("b", "out", RUN_B)
+    assert (batches / "out" / f"run={RUN_B}" / "_SUCCESS").exists()
+    put_back(batches / "copy", database)
+    assert runs.dedup("c", "out", RUN_C) == 1
+    line = stop_line(capsys, RUN_B, batches / "out")
+    assert f"({batches / 'out'}/_registered/run={RUN_B}.json)" in line
+    follow(pasted_back_fill(line))
     assert runs.dedup("c", "out", RUN_C) == 0
     assert runs.delivered("out") == sorted(numbered_id(n) for n in range(15))
 
