@@ -14,6 +14,7 @@ import os
 import re
 import shlex
 from collections.abc import Iterator
+from pathlib import PurePosixPath
 
 from jobs.fs import store
 
@@ -95,12 +96,14 @@ def dangling_link(err: BaseException) -> str | None:
     itself through a loop of links (the OS's "too many levels of symbolic links")."""
     named = [each.filename for each in chain(err) if isinstance(each, FileNotFoundError)]
     named += re.findall(r"FileNotFoundException: File (\S+) does not exist", _text(err))
-    for path in (_local(name) for name in named if isinstance(name, str)):
-        if os.path.islink(path) and not os.path.exists(path):
-            return (
-                f"{path} is a symbolic link to {os.readlink(path)}, which does not exist. Remove the link or restore "
-                "what it points to, then run again"
-            )
+    for named_path in (_local(name) for name in named if isinstance(name, str)):
+        # The link itself, or a folder on the way (`--output` a link to an unmounted disk: OUT/_leases not found).
+        for path in (named_path, *(str(parent) for parent in PurePosixPath(named_path).parents)):
+            if os.path.islink(path) and not os.path.exists(path):
+                return (
+                    f"{path} is a symbolic link to {os.readlink(path)}, which does not exist. Remove the link or "
+                    "restore what it points to, then run again"
+                )
     looping = next((each.filename for each in chain(err) if isinstance(each, OSError) and each.errno == errno.ELOOP
                     and isinstance(each.filename, str)), None)  # fmt: skip
     if looping is None:

@@ -224,6 +224,21 @@ def test_a_cut_sqlite_manifest_and_a_dangling_link_are_named_in_one_line(
     assert not (tmp_path / "out").exists()
 
 
+def test_an_output_through_a_link_to_nothing_is_named(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack 59's 06: `--output` a link to a folder not there (an unmounted disk) ended in a bare
+    `FileNotFoundError: … 'CURRENT/_leases'`."""
+    write(tmp_path / "in" / "a.tsv", events(range(0, 3)))
+    (tmp_path / "current").symlink_to(tmp_path / "unmounted" / "out")
+    argv = ["dedup", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "current"), "--run-id", RUN_B]
+    assert main(argv) == 1
+    assert error_line(capsys).endswith(
+        f"{tmp_path / 'current'} is a symbolic link to {tmp_path / 'unmounted' / 'out'}, which does not exist. Remove "
+        "the link or restore what it points to, then run again (run with --debug for the traceback)"
+    )
+
+
 def test_a_full_disk_names_the_run_folder(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
