@@ -207,7 +207,7 @@ def _identity_of(config: JobConfig) -> str | None:
         manifest = manifest_for(config)
     except ManifestError:
         return None
-    return None if manifest is None else completed_runs(manifest).identity()
+    return None if manifest is None else completed_runs(manifest).identity(make=False)  # a look: writes nothing
 
 
 def _redo_command(input_path: str, output_path: str, run_id: str, incremental: bool, config: JobConfig) -> str:

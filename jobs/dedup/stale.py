@@ -165,7 +165,9 @@ def require_completions(
             raise StaleManifestError(_older_copy(manifest.uri, output, path, str(entry.get("run_id")), found))
 
 
-def require_sealed_runs_recorded(completions: CompletedRuns, output_root: str, manifest: ManifestUsed) -> None:
+def require_sealed_runs_recorded(
+    completions: CompletedRuns, output_root: str, manifest: ManifestUsed, own_run_id: str
+) -> None:
     """Stop when a run of `output_root` that sealed its folder after recording its completion, and was stopped
     before naming it in `_LAST_COMPLETED.json` (its marker is still there), is not in the manifest: an older copy
     (attack 59's 08: 7 events delivered again, exit 0).
@@ -174,7 +176,7 @@ def require_sealed_runs_recorded(completions: CompletedRuns, output_root: str, m
         StaleManifestError: named, with the two ways on (nothing was written).
     """
     root = normalized(output_root)
-    for path, run in sealed_marked_runs(root, manifest):
+    for path, run in sealed_marked_runs(root, manifest, own_run_id):
         if completions.attempt(run.key) is None:
             raise StaleManifestError(_older_copy(manifest.uri, root, path, run.run_id, None))
 

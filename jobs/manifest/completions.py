@@ -81,8 +81,8 @@ class CompletedRuns(ABC):
     def of_run_id(self, run_id: str) -> dict[str, str]:
         """The attempt recorded as completed of every run key of run id `run_id` (every output's run of that id)."""
 
-    def identity(self) -> str | None:
-        """The manifest's identity, made on first use; None: this kind of manifest keeps none."""
+    def identity(self, make: bool = True) -> str | None:
+        """The manifest's identity, made on first use (with `make`; else None when it has none yet)."""
         return None
 
 
@@ -120,7 +120,14 @@ class SqliteCompletedRuns(CompletedRuns):
             rows = db.execute(f"SELECT run_key, attempt FROM {SQLITE_COMPLETED} WHERE run_key LIKE ?", (f"{run_id}~%",))
             return {str(key): str(attempt) for key, attempt in rows}
 
-    def identity(self) -> str:
+    def identity(self, make: bool = True) -> str | None:
+        if not make:  # a look that writes nothing (not even the tables `_connect` makes)
+            with contextlib.closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)) as db:
+                try:
+                    row = db.execute(f"SELECT manifest FROM {SQLITE_IDENTITY}").fetchone()
+                except sqlite3.OperationalError:  # no such table
+                    return None
+                return str(row[0]) if row else None
         with contextlib.closing(self._connect()) as db:
             db.execute(
                 f"CREATE TABLE IF NOT EXISTS {SQLITE_IDENTITY} (id INTEGER PRIMARY KEY CHECK (id = 0), manifest TEXT NOT NULL)"
@@ -156,8 +163,11 @@ class DynamoDbCompletedRuns(CompletedRuns):
         items = self.partition(DYNAMODB_COMPLETED_KEY, f"{run_id}~")
         return {item[DYNAMODB_SORT_KEY]["S"]: item["attempt"]["S"] for item in items}
 
-    def identity(self) -> str:
+    def identity(self, make: bool = True) -> str | None:
         key = self._key(DYNAMODB_IDENTITY_KEY, DYNAMODB_IDENTITY_KEY)
+        if not make:
+            found = self.call("get_item", None, TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+            return found["manifest"]["S"] if found and "manifest" in found else None
         made = self.call(
             "update_item", None, TableName=self.table, Key=key, UpdateExpression="SET manifest = if_not_exists(manifest, :new)",
             ExpressionAttributeValues={":new": {"S": uuid.uuid4().hex}}, ReturnValues="ALL_NEW",
@@ -173,9 +183,11 @@ class LakeCompletedRuns(CompletedRuns):
         self.outputs_folder = f"{root.rstrip('/')}/{LAKE_OUTPUTS}"
         self.identity_file = f"{root.rstrip('/')}/{LAKE_IDENTITY}"
 
-    def identity(self) -> str:
+    def identity(self, make: bool = True) -> str | None:
         way_out = "a cut file: put its earlier copy back, or remove it"
         document = store.read_json(self.identity_file, way_out)
+        if document is None and not make:
+            return None
         if document is None:  # the first run since: one write, then every run reads it
             store.create_if_absent(self.identity_file, (json.dumps({"manifest": uuid.uuid4().hex}) + "\n").encode())
             document = store.read_json(self.identity_file, way_out)

@@ -69,12 +69,15 @@ def marked_run(output_root: str, run_id: str, manifest: ManifestUsed) -> Registe
     return RegisteredRun(**{name: marker[name] for name in RegisteredRun.__dataclass_fields__})
 
 
-def sealed_marked_runs(output_root: str, manifest: ManifestUsed) -> list[tuple[str, RegisteredRun]]:
-    """The runs of `output_root` whose marker names `manifest` and whose folder is sealed (killed between their
-    `_SUCCESS` and the marker's removal), with their marker's path."""
+def sealed_marked_runs(
+    output_root: str, manifest: ManifestUsed, own_run_id: str = ""
+) -> list[tuple[str, RegisteredRun]]:
+    """The runs of `output_root` (but `own_run_id`, whose marker its run writes anew) whose marker names `manifest`
+    and whose folder is sealed (killed between their `_SUCCESS` and the marker's removal), with their marker's path."""
     found = []
     for file in store.list_files(f"{output_root.rstrip('/')}/{REGISTERED}"):
-        run = marked_run(output_root, file.path.rsplit("/run=", 1)[-1].removesuffix(".json"), manifest)
+        run_id = file.path.rsplit("/run=", 1)[-1].removesuffix(".json")
+        run = marked_run(output_root, run_id, manifest) if run_id != own_run_id else None
         if run is not None and store.exists(f"{run.folder}/{SUCCESS_MARKER}"):
             found.append((file.path, run))
     return found
