@@ -204,6 +204,21 @@ class LakeCompletedRuns(CompletedRuns):
         name = hashlib.sha256(output.encode("utf-8")).hexdigest()[:16]
         store.create_if_absent(f"{self.outputs_folder}/{name}.json", (json.dumps({"output": output}) + "\n").encode())
 
+    def carry(self, identity: str | None, completed: list[tuple[str, str, int]], outputs: list[str]) -> None:
+        """Take over another manifest's records (a DynamoDB export loaded into this lake): its identity, so outputs
+        that name it check this lake as that manifest, its completions (run key, attempt, ttl) and its outputs."""
+        if identity is not None:
+            store.write_bytes(self.identity_file, (json.dumps({"manifest": identity}) + "\n").encode())
+        for key, attempt, ttl in completed:
+            store.write_bytes(
+                f"{self.folder}/run={key}.json", (json.dumps({"attempt": attempt, "ttl": ttl}) + "\n").encode()
+            )
+        for output in outputs:
+            name = hashlib.sha256(output.encode("utf-8")).hexdigest()[:16]
+            store.create_if_absent(
+                f"{self.outputs_folder}/{name}.json", (json.dumps({"output": output}) + "\n").encode()
+            )
+
     def outputs(self) -> list[str]:
         found = []
         for file in store.list_files(self.outputs_folder):

@@ -13,6 +13,12 @@ from jobs.enriched.parse import UUID_PATTERN
 from jobs.errors import DamagedFileError
 from jobs.fs.paths import exact
 from jobs.manifest.base import ManifestError
+from jobs.manifest.completions import (
+    DYNAMODB_COMPLETED_KEY,
+    DYNAMODB_IDENTITY_KEY,
+    DYNAMODB_OUTPUTS_KEY,
+    LakeCompletedRuns,
+)
 from jobs.manifest.lake import LakeManifest
 from jobs.manifest.lake_state import RunEntries, State
 from jobs.manifest.lake_writes import id_halves
@@ -48,7 +54,7 @@ def import_dynamodb_export(manifest: LakeManifest, spark: SparkSession, export: 
     schema = (
         f"Item struct<{DYNAMODB_PARTITION_KEY}: struct<S: string>, {DYNAMODB_SORT_KEY}: struct<S: string>, "
         f"{DYNAMODB_ETL_TIME}: struct<N: string>, {DYNAMODB_TTL}: struct<N: string>, folder: struct<S: string>, "
-        "holder: struct<S: string>>, _corrupt_record string"
+        "holder: struct<S: string>, attempt: struct<S: string>, manifest: struct<S: string>>, _corrupt_record string"
     )
     reader = spark.read.schema(schema).option("columnNameOfCorruptRecord", "_corrupt_record")
     items = reader.json(exact(export)).withColumn("_file", F.input_file_name())
@@ -57,6 +63,7 @@ def import_dynamodb_export(manifest: LakeManifest, spark: SparkSession, export: 
         _require_whole_lines(items, export)
         _require_nothing_in_flight(items, export)
         _require_whole_entries(items, export)
+        _carry_records(manifest, items)  # before the commit: a load stopped between is loaded again whole
         return _load(manifest, items, state, run_id)
     finally:
         items.unpersist()
@@ -88,6 +95,22 @@ def _load(manifest: LakeManifest, items: DataFrame, state: State, run_id: str) -
     }
     manifest.commit(State(state.commit, state.buckets, {name: segment}, runs), state, "populate-manifest", run_id)
     return {"items": read, "entries": segment.keys, "skipped": read - segment.keys}
+
+
+def _carry_records(manifest: LakeManifest, items: DataFrame) -> None:
+    """The table's identity, completion records and outputs, taken over by the lake: an output whose
+    `_LAST_COMPLETED.json` names the table then checks the lake as that manifest, so an export older than the
+    output's last run is found as an older copy (attack 59's 03, by way of an export)."""
+    partition, sort = F.col(f"Item.{DYNAMODB_PARTITION_KEY}.S"), F.col(f"Item.{DYNAMODB_SORT_KEY}.S")
+    rows = items.where(partition.isin(DYNAMODB_IDENTITY_KEY, DYNAMODB_COMPLETED_KEY, DYNAMODB_OUTPUTS_KEY)).select(
+        partition.alias("kind"), sort.alias("name"), F.col("Item.attempt.S").alias("attempt"),
+        F.col(f"Item.{DYNAMODB_TTL}.N").alias("ttl"), F.col("Item.manifest.S").alias("identity"),
+    ).collect()  # fmt: skip
+    identity = next((row["identity"] for row in rows if row["kind"] == DYNAMODB_IDENTITY_KEY), None)
+    completed = [(row["name"], row["attempt"], int(row["ttl"])) for row in rows
+                 if row["kind"] == DYNAMODB_COMPLETED_KEY and row["attempt"] and row["ttl"]]  # fmt: skip
+    outputs = sorted(row["name"] for row in rows if row["kind"] == DYNAMODB_OUTPUTS_KEY)
+    LakeCompletedRuns(manifest.root).carry(identity, completed, outputs)
 
 
 def _require_whole_lines(items: DataFrame, export: str) -> None:

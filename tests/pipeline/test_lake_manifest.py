@@ -18,6 +18,7 @@ from jobs.errors import InvalidArgumentError
 from jobs.fs.lease import create_if_absent
 from jobs.fs.runs import run_timestamp
 from jobs.manifest import ManifestError, open_manifest
+from jobs.manifest.completions import LakeCompletedRuns
 from jobs.manifest.lake import open_lake
 from jobs.manifest.lake_import import import_dynamodb_export
 from jobs.manifest.lake_state import RunEntries, Segment, State
@@ -219,7 +220,12 @@ def test_a_dynamodb_export_moves_into_a_lake_manifest(spark: SparkSession, tmp_p
         {"eventId": {"S": IDS["A"]}, "fingerprint": {"S": "a1"}, "etlTime": {"N": etl}, "ttl": {"N": ttl}},
         {"eventId": {"S": IDS["B"].upper()}, "fingerprint": {"S": "b1"}, "etlTime": {"N": etl}, "ttl": {"N": ttl}},
         {"eventId": {"S": "not-a-uuid"}, "fingerprint": {"S": "x"}, "etlTime": {"N": etl}, "ttl": {"N": ttl}},
-    ]
+        # The table's own records: its identity, a completion and an output, which the lake takes over.
+        {"eventId": {"S": "winnow:identity"}, "fingerprint": {"S": "winnow:identity"}, "manifest": {"S": "id-1"}},
+        {"eventId": {"S": "winnow:completed"}, "fingerprint": {"S": f"{RUN_1}~ab"}, "attempt": {"S": "a-1"},
+         "ttl": {"N": ttl}},
+        {"eventId": {"S": "winnow:outputs"}, "fingerprint": {"S": str(tmp_path / "web")}},
+    ]  # fmt: skip
     with gzip.open(data / "part-1.json.gz", "wt", encoding="utf-8") as handle:
         handle.writelines(export_line(item) for item in items)
     root = tmp_path / "manifest"
@@ -229,6 +235,12 @@ def test_a_dynamodb_export_moves_into_a_lake_manifest(spark: SparkSession, tmp_p
     [commit] = commits(root)
     assert [(r["etl_time"], r["ttl"]) for r in commit["runs"]] == [(epoch(RUN_1), int(ttl))]
     assert commit["segments"][0]["keys"] == 2
+    records = LakeCompletedRuns(str(root))  # an output naming the table checks the lake as that manifest
+    assert (records.identity(make=False), records.attempt(f"{RUN_1}~ab"), records.outputs()) == (
+        "id-1",
+        "a-1",
+        [str(tmp_path / "web")],
+    )
     second = dedup(write_batch(tmp_path / "b2", BATCH_2), tmp_path / "out", RUN_2, f"lake:{root}", config(tmp_path))
     assert second["content"]["duplicates"] == sorted([BATCH_2[0], BATCH_2[3]])  # A/a1 from the table, D/d1 again
     assert second["content"]["good"] == sorted([reidentified(BATCH_2[1]), BATCH_2[2], BATCH_2[4]])  # B/b2 re-id'd
