@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 
 from jobs.enriched.fields import FIELD_COUNT, FIELD_INDEX
 from jobs.fs.run_folder import RunFolder
+from jobs.manifest import open_manifest
 from jobs.prog import local_prog
 from jobs.runtime.cli import main
 
@@ -238,6 +239,8 @@ def fresh_manifest(
     """The URI of a fresh manifest of `kind` (sqlite, lake: under `base`; dynamodb: on a moto server on 127.0.0.1,
     stopped on exit, reached through the environment)."""
     if kind != "dynamodb":
+        if kind == "lake":  # 4 bucket files a segment, not 64: quicker (a run's --create keeps a lake's count)
+            open_manifest(f"lake:{base / 'manifest'}", buckets=4).create()
         yield f"{kind}:{base / 'manifest'}"
         return
     from tests.pipeline.manifest_server import Faults, dynamodb_on_loopback
