@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sqlite3
+import urllib.parse
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -122,7 +124,8 @@ class SqliteCompletedRuns(CompletedRuns):
 
     def identity(self, make: bool = True) -> str | None:
         if not make:  # a look that writes nothing (not even the tables `_connect` makes)
-            with contextlib.closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)) as db:
+            read_only = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"  # `#`, `?`, `%`: a name's
+            with contextlib.closing(sqlite3.connect(read_only, uri=True)) as db:
                 try:
                     row = db.execute(f"SELECT manifest FROM {SQLITE_IDENTITY}").fetchone()
                 except sqlite3.OperationalError:  # no such table

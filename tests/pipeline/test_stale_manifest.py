@@ -357,6 +357,18 @@ def test_a_run_stopped_between_its_seal_and_naming_its_completion_is_checked_by_
     assert runs.delivered("out") == sorted(numbered_id(n) for n in range(15))
 
 
+def test_a_sqlite_manifest_moved_to_a_name_with_uri_characters_is_the_same_to_a_redo(
+    spark: SparkSession, batches: Path
+) -> None:
+    """Names are data: the identity of `m #1 %41.db` is read by path, not as a URI (`#` would cut it, `%41` decode)."""
+    runs = Outputs(batches, f"sqlite:{batches / 'manifest'}")
+    assert runs.dedup("a", "out", RUN_A, "--create") == 0
+    good = read_lines(batches / "out" / f"run={RUN_A}" / "good")
+    (batches / "manifest").rename(batches / "m #1 %41.db")
+    assert runs.dedup("a", "out", RUN_A, uri=f"sqlite:{batches / 'm #1 %41.db'}") == 0
+    assert read_lines(batches / "out" / f"run={RUN_A}" / "good") == good and len(good) == 5
+
+
 def test_a_redo_in_a_moved_output_stops_and_its_way_out_keeps_its_events(
     spark: SparkSession, batches: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
