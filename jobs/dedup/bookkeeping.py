@@ -57,9 +57,8 @@ class RunBook:
         """
         # First: a copy taken while a run was writing holds that run's entry, which the second check would complete.
         require_completions(self.completions, self.register, output_path, self.used, etl_time)
-        require_sealed_runs_recorded(
-            self.completions, output_path, self.used, self.run_id
-        )  # before their markers are removed
+        # Before `require_registered` removes the markers of sealed runs: each must be in the manifest.
+        require_sealed_runs_recorded(self.completions, output_path, self.used, self.run_id)
         refuse_a_moved_run(self.completions, output_path, self.used, self.run_id)
         require_registered(self.register, output_path, self.used, self.run_id)
         self.register.require_no_unfinished(self.key, self.used.uri, exists)

@@ -202,10 +202,8 @@ class LakeCompletedRuns(CompletedRuns):
         return str(document["manifest"])
 
     def record(self, key: str, attempt: str, ttl: int, output: str) -> None:
-        document = {"attempt": attempt, "ttl": ttl}
-        store.write_bytes(f"{self.folder}/run={key}.json", (json.dumps(document) + "\n").encode())
-        name = hashlib.sha256(output.encode("utf-8")).hexdigest()[:16]
-        store.create_if_absent(f"{self.outputs_folder}/{name}.json", (json.dumps({"output": output}) + "\n").encode())
+        self._write_completion(key, attempt, ttl)
+        self._name_output(output)
 
     def carry(self, identity: str | None, completed: list[tuple[str, str, int]], outputs: list[str]) -> None:
         """Take over another manifest's records (a DynamoDB export loaded into this lake): its identity, so outputs
@@ -213,14 +211,18 @@ class LakeCompletedRuns(CompletedRuns):
         if identity is not None:
             store.write_bytes(self.identity_file, (json.dumps({"manifest": identity}) + "\n").encode())
         for key, attempt, ttl in completed:
-            store.write_bytes(
-                f"{self.folder}/run={key}.json", (json.dumps({"attempt": attempt, "ttl": ttl}) + "\n").encode()
-            )
+            self._write_completion(key, attempt, ttl)
         for output in outputs:
-            name = hashlib.sha256(output.encode("utf-8")).hexdigest()[:16]
-            store.create_if_absent(
-                f"{self.outputs_folder}/{name}.json", (json.dumps({"output": output}) + "\n").encode()
-            )
+            self._name_output(output)
+
+    def _write_completion(self, key: str, attempt: str, ttl: int) -> None:
+        store.write_bytes(
+            f"{self.folder}/run={key}.json", (json.dumps({"attempt": attempt, "ttl": ttl}) + "\n").encode()
+        )
+
+    def _name_output(self, output: str) -> None:
+        name = hashlib.sha256(output.encode("utf-8")).hexdigest()[:16]
+        store.create_if_absent(f"{self.outputs_folder}/{name}.json", (json.dumps({"output": output}) + "\n").encode())
 
     def outputs(self) -> list[str]:
         found = []

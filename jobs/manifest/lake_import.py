@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.contract import DYNAMODB_ETL_TIME, DYNAMODB_PARTITION_KEY, DYNAMODB_SORT_KEY, DYNAMODB_TTL
@@ -61,9 +61,10 @@ def import_dynamodb_export(manifest: LakeManifest, spark: SparkSession, export: 
     items = items.persist(StorageLevel.MEMORY_AND_DISK)  # Spark reads a corrupt record's column from a copy only
     try:
         _require_whole_lines(items, export)
-        _require_nothing_in_flight(items, export)
+        records = _table_records(items)
+        _require_nothing_in_flight(records, export)
         _require_whole_entries(items, export)
-        _carry_records(manifest, items)  # before the commit: a load stopped between is loaded again whole
+        _carry_records(manifest, records)  # before the commit: a load stopped between is loaded again whole
         return _load(manifest, items, state, run_id)
     finally:
         items.unpersist()
@@ -97,19 +98,27 @@ def _load(manifest: LakeManifest, items: DataFrame, state: State, run_id: str) -
     return {"items": read, "entries": segment.keys, "skipped": read - segment.keys}
 
 
-def _carry_records(manifest: LakeManifest, items: DataFrame) -> None:
+def _table_records(items: DataFrame) -> list[Row]:
+    """The table's own items (the register, the lease, the identity, the completions, the outputs), read in one pass
+    over the export: `kind` (partition key), `name` (sort key), and the attributes they carry."""
+    partition = F.col(f"Item.{DYNAMODB_PARTITION_KEY}.S")
+    kinds = (DYNAMODB_RUNS_KEY, LEASE_ID, DYNAMODB_IDENTITY_KEY, DYNAMODB_COMPLETED_KEY, DYNAMODB_OUTPUTS_KEY)
+    return items.where(partition.isin(*kinds)).select(
+        partition.alias("kind"), F.col(f"Item.{DYNAMODB_SORT_KEY}.S").alias("name"),
+        F.col("Item.folder.S").alias("folder"), F.col("Item.holder.S").alias("holder"),
+        F.col("Item.attempt.S").alias("attempt"), F.col(f"Item.{DYNAMODB_TTL}.N").alias("ttl"),
+        F.col("Item.manifest.S").alias("identity"),
+    ).collect()  # fmt: skip
+
+
+def _carry_records(manifest: LakeManifest, records: list[Row]) -> None:
     """The table's identity, completion records and outputs, taken over by the lake: an output whose
     `_LAST_COMPLETED.json` names the table then checks the lake as that manifest, so an export older than the
     output's last run is found as an older copy (attack 59's 03, by way of an export)."""
-    partition, sort = F.col(f"Item.{DYNAMODB_PARTITION_KEY}.S"), F.col(f"Item.{DYNAMODB_SORT_KEY}.S")
-    rows = items.where(partition.isin(DYNAMODB_IDENTITY_KEY, DYNAMODB_COMPLETED_KEY, DYNAMODB_OUTPUTS_KEY)).select(
-        partition.alias("kind"), sort.alias("name"), F.col("Item.attempt.S").alias("attempt"),
-        F.col(f"Item.{DYNAMODB_TTL}.N").alias("ttl"), F.col("Item.manifest.S").alias("identity"),
-    ).collect()  # fmt: skip
-    identity = next((row["identity"] for row in rows if row["kind"] == DYNAMODB_IDENTITY_KEY), None)
-    completed = [(row["name"], row["attempt"], int(row["ttl"])) for row in rows
+    identity = next((row["identity"] for row in records if row["kind"] == DYNAMODB_IDENTITY_KEY), None)
+    completed = [(row["name"], row["attempt"], int(row["ttl"])) for row in records
                  if row["kind"] == DYNAMODB_COMPLETED_KEY and row["attempt"] and row["ttl"]]  # fmt: skip
-    outputs = sorted(row["name"] for row in rows if row["kind"] == DYNAMODB_OUTPUTS_KEY)
+    outputs = sorted(row["name"] for row in records if row["kind"] == DYNAMODB_OUTPUTS_KEY)
     LakeCompletedRuns(manifest.root).carry(identity, completed, outputs)
 
 
@@ -162,14 +171,11 @@ def _whole_entry(event_key: Column) -> Column:
     )
 
 
-def _require_nothing_in_flight(items: DataFrame, export: str) -> None:
-    """Refuse an export whose table held a run's register entry or the writer lease: the lake would count that
-    run's pairs as delivered while its events are in no completed output (the register does not move)."""
-    partition = F.col(f"Item.{DYNAMODB_PARTITION_KEY}.S")
-    state = items.where(partition.isin(DYNAMODB_RUNS_KEY, LEASE_ID)).select(
-        partition.alias("kind"), F.col(f"Item.{DYNAMODB_SORT_KEY}.S").alias("name"),
-        F.col("Item.folder.S").alias("folder"), F.col("Item.holder.S").alias("holder"),
-    ).collect()  # fmt: skip
+def _require_nothing_in_flight(records: list[Row], export: str) -> None:
+    """Refuse an export whose table held a run's register entry or the writer lease (`_table_records`): the lake
+    would count that run's pairs as delivered while its events are in no completed output (the register does not
+    move)."""
+    state = [row for row in records if row["kind"] in (DYNAMODB_RUNS_KEY, LEASE_ID)]
     way_out = "complete it (or abandon it: python -m jobs manifest abandon) on the source table, then export again"
     for row in sorted(state, key=lambda row: row["kind"] != LEASE_ID):
         if row["kind"] == LEASE_ID:
